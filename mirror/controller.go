@@ -1,0 +1,562 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/records"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// ControllerLog is the durable, ordered log behind the Controller: mirror definitions and
+// the desired state of every mirror topic (KIP-1279 keeps them in the KRaft metadata log).
+//
+// Append must make the records durable, in order and atomically (all or none), before it
+// returns, and returns the offset of the first; offsets grow by one per record. Load calls
+// fn for every record in offset order; a compacted log may have gaps. A ControllerLog has
+// one writer: the Controller that opened it.
+type ControllerLog interface {
+	Load(ctx context.Context, fn func(offset int64, r records.ControllerRecord) error) error
+	Append(ctx context.Context, recs []records.ControllerRecord) (firstOffset int64, err error)
+	Close() error
+}
+
+// TopicState is the desired state of one mirror topic as the controller holds it.
+type TopicState struct {
+	Topic   string
+	TopicID records.UUID
+	Mirror  string // "" once dissociated from a deleted mirror
+	Desired statemachine.Desired
+	// StateOffset is the controller-log offset of the topic's last state record; lifecycle
+	// requests carrying an older offset are refused (per-topic StateOffset fencing).
+	StateOffset int64
+}
+
+// MirrorInfo is one mirror definition.
+type MirrorInfo struct {
+	Name    string
+	Configs map[string]string
+	Config  MirrorConfig
+}
+
+// TopicMeta describes a topic to start: its source topic id and partition count, so the
+// destination topic can be created identical to the source.
+type TopicMeta struct {
+	Name          string
+	TopicID       records.UUID
+	NumPartitions int32
+}
+
+// TopicResult is the outcome of a lifecycle operation for one topic; Err is nil or an
+// *admin.Error.
+type TopicResult struct {
+	Topic string
+	Err   error
+}
+
+// Controller validates and records desired state: mirror definitions and per-topic
+// desired states (spec §10, §14). It checks desired states only; the actual partition
+// states are checked by the caller through the coordinator before it asks the controller
+// (spec §9.7). Safe for concurrent use; operations are serialized.
+type Controller struct {
+	mu       sync.Mutex
+	log      ControllerLog
+	mirrors  map[string]*MirrorInfo
+	topics   map[string]*TopicState
+	byID     map[records.UUID]string
+	last     int64 // offset of the last applied record, -1 when none
+	watchers []func(TopicState)
+}
+
+// OpenController loads the controller state by replaying log.
+func OpenController(ctx context.Context, log ControllerLog) (*Controller, error) {
+	c := &Controller{
+		log:     log,
+		mirrors: map[string]*MirrorInfo{},
+		topics:  map[string]*TopicState{},
+		byID:    map[records.UUID]string{},
+		last:    -1,
+	}
+	err := log.Load(ctx, func(off int64, r records.ControllerRecord) error { return c.replay(off, r) })
+	if err != nil {
+		return nil, fmt.Errorf("mirror: load controller log: %w", err)
+	}
+	return c, nil
+}
+
+// Watch registers fn to be called, after every durable change, with the new desired state
+// of each topic the change touched. fn runs with the controller's lock released but in
+// change order; it must not block for long.
+func (c *Controller) Watch(fn func(TopicState)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watchers = append(c.watchers, fn)
+}
+
+// Offset returns the offset of the last applied controller record (-1 when none): the
+// StateOffset a caller passes after validating actual states against this view.
+func (c *Controller) Offset() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// Mirror returns the definition of mirror name.
+func (c *Controller) Mirror(name string) (MirrorInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.mirrors[name]
+	if !ok {
+		return MirrorInfo{}, false
+	}
+	return *m, true
+}
+
+// Mirrors returns every mirror definition, sorted by name.
+func (c *Controller) Mirrors() []MirrorInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]MirrorInfo, 0, len(c.mirrors))
+	for _, m := range c.mirrors {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Topic returns the desired state of topic.
+func (c *Controller) Topic(topic string) (TopicState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.topics[topic]
+	if !ok {
+		return TopicState{}, false
+	}
+	return *t, true
+}
+
+// Topics returns the topics associated with mirror (all topics when mirror is ""),
+// sorted by name.
+func (c *Controller) Topics(mirror string) []TopicState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []TopicState
+	for _, t := range c.topics {
+		if mirror == "" || t.Mirror == mirror {
+			out = append(out, *t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
+}
+
+// CreateMirror defines a new mirror with raw configs (spec §14.1).
+func (c *Controller) CreateMirror(ctx context.Context, name string, configs map[string]string) error {
+	if err := ValidMirrorName(name); err != nil {
+		return err
+	}
+	if _, err := ParseMirrorConfig(configs); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mirrors[name]; ok {
+		return admin.Errorf(admin.CodeClusterMirrorAlreadyExists, "cluster mirror %q already exists", name)
+	}
+	return c.commitLocked(ctx, []records.ControllerRecord{mirrorRecord(name, configs)})
+}
+
+// StartTopics associates topics with mirror name and sets their desired state to
+// MIRRORING (spec §14.2). include and exclude patterns are added to the mirror's
+// auto-discovery configs (an added include is removed from exclude and vice versa);
+// topics of the mirror that now match exclude are stopped. Per topic: an explicit topic
+// matching exclude is INVALID_REQUEST; a topic name or id already used with another id or
+// name is TOPIC_ALREADY_EXISTS; a topic active in another mirror, or PAUSED here, is
+// INVALID_CLUSTER_MIRROR_STATES; a topic already MIRRORING here succeeds with no change.
+func (c *Controller) StartTopics(ctx context.Context, name string, topics []TopicMeta, include, exclude []string) ([]TopicResult, error) {
+	if err := validatePatterns(include, exclude); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.mirrors[name]
+	if !ok {
+		return nil, unknownMirror(name)
+	}
+	var recs []records.ControllerRecord
+	cfg := m.Config
+	if len(include) > 0 || len(exclude) > 0 {
+		raw := cloneConfigs(m.Configs)
+		raw[KeyTopicsInclude] = joinList(removeAll(addAll(cfg.TopicsInclude, include), exclude))
+		raw[KeyTopicsExclude] = joinList(removeAll(addAll(cfg.TopicsExclude, exclude), include))
+		parsed, err := ParseMirrorConfig(raw)
+		if err != nil {
+			return nil, err
+		}
+		cfg = parsed
+		recs = append(recs, mirrorRecord(name, raw))
+		for _, t := range c.topics {
+			if t.Mirror == name && t.Desired != statemachine.DesiredStopped && cfg.ExcludesTopic(t.Topic) {
+				recs = append(recs, topicRecord(t.Topic, t.TopicID, name, statemachine.DesiredStopped))
+			}
+		}
+	}
+	results := make([]TopicResult, 0, len(topics))
+	for _, tm := range topics {
+		err := c.checkStartLocked(name, cfg, tm)
+		if err == nil && !c.alreadyMirroringLocked(name, tm.Name) {
+			recs = append(recs, topicRecord(tm.Name, tm.TopicID, name, statemachine.DesiredMirroring))
+		}
+		results = append(results, TopicResult{Topic: tm.Name, Err: err})
+	}
+	if err := c.commitLocked(ctx, recs); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func (c *Controller) checkStartLocked(name string, cfg MirrorConfig, tm TopicMeta) error {
+	if cfg.ExcludesTopic(tm.Name) {
+		return admin.Errorf(admin.CodeInvalidRequest, "topic %q matches the exclude patterns of mirror %q", tm.Name, name)
+	}
+	if other, ok := c.byID[tm.TopicID]; ok && other != tm.Name {
+		return admin.Errorf(admin.CodeTopicAlreadyExists, "topic id %s is already used by topic %q", tm.TopicID, other)
+	}
+	t, ok := c.topics[tm.Name]
+	if !ok {
+		return nil
+	}
+	if t.TopicID != tm.TopicID {
+		return admin.Errorf(admin.CodeTopicAlreadyExists, "topic %q exists with topic id %s, not %s", tm.Name, t.TopicID, tm.TopicID)
+	}
+	if t.Mirror != name && t.Mirror != "" && t.Desired != statemachine.DesiredStopped {
+		return admin.Errorf(admin.CodeInvalidClusterMirrorStates, "topic %q is %s in mirror %q", tm.Name, t.Desired, t.Mirror)
+	}
+	if t.Mirror == name && t.Desired == statemachine.DesiredPaused {
+		return admin.Errorf(admin.CodeInvalidClusterMirrorStates, "topic %q is PAUSED in mirror %q: resume it instead", tm.Name, name)
+	}
+	return nil
+}
+
+func (c *Controller) alreadyMirroringLocked(name, topic string) bool {
+	t, ok := c.topics[topic]
+	return ok && t.Mirror == name && t.Desired == statemachine.DesiredMirroring
+}
+
+// StopTopics sets the desired state of topics of mirror name to STOPPED (failover, spec
+// §14.3). patterns are removed from the mirror's include patterns and added to its
+// exclude patterns, and every topic of the mirror they match is stopped too. stateOffset
+// (-1 = no check) fences against a concurrent change: a topic whose last state record is
+// newer is refused with INVALID_CLUSTER_MIRROR_STATES. A topic already STOPPED succeeds
+// with no change.
+func (c *Controller) StopTopics(ctx context.Context, name string, topics, patterns []string, stateOffset int64) ([]TopicResult, error) {
+	if err := validatePatterns(patterns, nil); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.mirrors[name]
+	if !ok {
+		return nil, unknownMirror(name)
+	}
+	var recs []records.ControllerRecord
+	names := append([]string(nil), topics...)
+	if len(patterns) > 0 {
+		raw := cloneConfigs(m.Configs)
+		raw[KeyTopicsInclude] = joinList(removeAll(m.Config.TopicsInclude, patterns))
+		raw[KeyTopicsExclude] = joinList(addAll(m.Config.TopicsExclude, patterns))
+		recs = append(recs, mirrorRecord(name, raw))
+		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(patterns), KeyTopicsExclude: ""})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range c.topics {
+			if t.Mirror == name && pc.IncludesTopic(t.Topic) && !contains(names, t.Topic) {
+				names = append(names, t.Topic)
+			}
+		}
+		sort.Strings(names[len(topics):])
+	}
+	results := make([]TopicResult, 0, len(names))
+	for _, topic := range names {
+		t, err := c.mirrorTopicLocked(name, topic, stateOffset)
+		if err == nil {
+			switch t.Desired {
+			case statemachine.DesiredStopped:
+			case statemachine.DesiredMirroring, statemachine.DesiredPaused:
+				recs = append(recs, topicRecord(topic, t.TopicID, name, statemachine.DesiredStopped))
+			default:
+				err = admin.Errorf(admin.CodeInvalidClusterMirrorStates, "topic %q is %s, not MIRRORING or PAUSED", topic, t.Desired)
+			}
+		}
+		results = append(results, TopicResult{Topic: topic, Err: err})
+	}
+	if err := c.commitLocked(ctx, recs); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// PauseTopics sets the desired state of MIRRORING topics of mirror name to PAUSED
+// (spec §14.4); any other desired state is INVALID_CLUSTER_MIRROR_STATES.
+func (c *Controller) PauseTopics(ctx context.Context, name string, topics []string, stateOffset int64) ([]TopicResult, error) {
+	return c.flip(ctx, name, topics, stateOffset, statemachine.DesiredMirroring, statemachine.DesiredPaused)
+}
+
+// ResumeTopics sets the desired state of PAUSED topics of mirror name back to MIRRORING
+// (spec §14.5); any other desired state is INVALID_CLUSTER_MIRROR_STATES.
+func (c *Controller) ResumeTopics(ctx context.Context, name string, topics []string, stateOffset int64) ([]TopicResult, error) {
+	return c.flip(ctx, name, topics, stateOffset, statemachine.DesiredPaused, statemachine.DesiredMirroring)
+}
+
+func (c *Controller) flip(ctx context.Context, name string, topics []string, stateOffset int64, from, to statemachine.Desired) ([]TopicResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mirrors[name]; !ok {
+		return nil, unknownMirror(name)
+	}
+	var recs []records.ControllerRecord
+	results := make([]TopicResult, 0, len(topics))
+	for _, topic := range topics {
+		t, err := c.mirrorTopicLocked(name, topic, stateOffset)
+		if err == nil && t.Desired != from {
+			err = admin.Errorf(admin.CodeInvalidClusterMirrorStates, "topic %q is %s, not %s", topic, t.Desired, from)
+		}
+		if err == nil {
+			recs = append(recs, topicRecord(topic, t.TopicID, name, to))
+		}
+		results = append(results, TopicResult{Topic: topic, Err: err})
+	}
+	if err := c.commitLocked(ctx, recs); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// DeleteMirror removes mirror name (spec §14.6): every topic of it must be desired
+// STOPPED, else INVALID_CLUSTER_MIRROR_STATES; the stopped topics are dissociated and the
+// definition removed, in one atomic append.
+func (c *Controller) DeleteMirror(ctx context.Context, name string, stateOffset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.mirrors[name]; !ok {
+		return unknownMirror(name)
+	}
+	var recs []records.ControllerRecord
+	var busy []string
+	for _, t := range c.sortedTopicsLocked() {
+		if t.Mirror != name {
+			continue
+		}
+		if stateOffset >= 0 && t.StateOffset > stateOffset {
+			return admin.Errorf(admin.CodeInvalidClusterMirrorStates, "topic %q changed at offset %d after the validated offset %d", t.Topic, t.StateOffset, stateOffset)
+		}
+		if t.Desired != statemachine.DesiredStopped {
+			busy = append(busy, fmt.Sprintf("%s (%s)", t.Topic, t.Desired))
+			continue
+		}
+		recs = append(recs, topicRecord(t.Topic, t.TopicID, "", statemachine.DesiredUnknown))
+	}
+	if len(busy) > 0 {
+		return admin.Errorf(admin.CodeInvalidClusterMirrorStates, "cluster mirror %q still has topics that are not STOPPED: %s", name, strings.Join(busy, ", "))
+	}
+	recs = append(recs, records.ControllerRecord{MirrorTombstone: name})
+	return c.commitLocked(ctx, recs)
+}
+
+func (c *Controller) mirrorTopicLocked(name, topic string, stateOffset int64) (*TopicState, error) {
+	t, ok := c.topics[topic]
+	if !ok || t.Mirror != name {
+		return nil, admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q is not a topic of mirror %q", topic, name)
+	}
+	if stateOffset >= 0 && t.StateOffset > stateOffset {
+		return nil, admin.Errorf(admin.CodeInvalidClusterMirrorStates, "topic %q changed at offset %d after the validated offset %d", topic, t.StateOffset, stateOffset)
+	}
+	return t, nil
+}
+
+func (c *Controller) sortedTopicsLocked() []*TopicState {
+	out := make([]*TopicState, 0, len(c.topics))
+	for _, t := range c.topics {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
+}
+
+// commitLocked appends recs durably, then applies them and tells the watchers.
+func (c *Controller) commitLocked(ctx context.Context, recs []records.ControllerRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	first, err := c.log.Append(ctx, recs)
+	if err != nil {
+		return admin.Errorf(admin.CodeNotController, "controller log append failed: %v", err)
+	}
+	var changed []TopicState
+	for i, r := range recs {
+		if err := c.replay(first+int64(i), r); err != nil {
+			return err
+		}
+		if r.TopicState != nil {
+			changed = append(changed, *c.topics[r.TopicState.TopicName])
+		}
+	}
+	watchers := append(([]func(TopicState))(nil), c.watchers...)
+	for _, ts := range changed {
+		for _, w := range watchers {
+			w(ts)
+		}
+	}
+	return nil
+}
+
+// replay applies one record; it is the only mutation of the controller's state.
+func (c *Controller) replay(off int64, r records.ControllerRecord) error {
+	switch {
+	case r.Mirror != nil:
+		raw := map[string]string{}
+		for _, e := range r.Mirror.Configs {
+			if e.Value != nil {
+				raw[e.Name] = *e.Value
+			}
+		}
+		cfg, err := ParseMirrorConfig(raw)
+		if err != nil {
+			return fmt.Errorf("mirror: controller record at offset %d: %w", off, err)
+		}
+		c.mirrors[r.Mirror.MirrorName] = &MirrorInfo{Name: r.Mirror.MirrorName, Configs: raw, Config: cfg}
+	case r.MirrorTombstone != "":
+		delete(c.mirrors, r.MirrorTombstone)
+	case r.TopicState != nil:
+		ts := r.TopicState
+		if old, ok := c.topics[ts.TopicName]; ok && old.TopicID != ts.TopicID {
+			delete(c.byID, old.TopicID)
+		}
+		c.topics[ts.TopicName] = &TopicState{
+			Topic: ts.TopicName, TopicID: ts.TopicID, Mirror: ts.MirrorName,
+			Desired: statemachine.Desired(ts.DesiredState), StateOffset: off,
+		}
+		c.byID[ts.TopicID] = ts.TopicName
+	default:
+		return fmt.Errorf("mirror: empty controller record at offset %d", off)
+	}
+	if off > c.last {
+		c.last = off
+	}
+	return nil
+}
+
+func mirrorRecord(name string, raw map[string]string) records.ControllerRecord {
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	entries := make([]records.ConfigEntry, 0, len(keys))
+	for _, k := range keys {
+		v := raw[k]
+		entries = append(entries, records.ConfigEntry{Name: k, Value: &v})
+	}
+	return records.ControllerRecord{Mirror: &records.ClusterMirrorRecord{MirrorName: name, Configs: entries}}
+}
+
+func topicRecord(topic string, id records.UUID, mirror string, d statemachine.Desired) records.ControllerRecord {
+	return records.ControllerRecord{TopicState: &records.MirrorTopicStateChangeRecord{
+		TopicID: id, TopicName: topic, MirrorName: mirror, DesiredState: int8(d),
+	}}
+}
+
+func unknownMirror(name string) error {
+	return admin.Errorf(admin.CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
+}
+
+func validatePatterns(a, b []string) error {
+	for _, p := range append(append([]string(nil), a...), b...) {
+		if err := validateRegexList(p); err != nil || strings.Contains(p, ",") {
+			return admin.Errorf(admin.CodeInvalidRequest, "invalid topic pattern %q", p)
+		}
+	}
+	return nil
+}
+
+func cloneConfigs(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+2)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func addAll(list, add []string) []string {
+	out := append([]string(nil), list...)
+	for _, a := range add {
+		if !contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func removeAll(list, rm []string) []string {
+	var out []string
+	for _, a := range list {
+		if !contains(rm, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, a := range list {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+func joinList(l []string) string { return strings.Join(l, ",") }
+
+// MemoryControllerLog is an in-memory ControllerLog for tests and single-process hosts
+// that do not need the desired state to survive a restart. Safe for concurrent use.
+type MemoryControllerLog struct {
+	mu   sync.Mutex
+	recs []records.ControllerRecord
+	// FailAppends makes the next appends fail while it is > 0 (fault injection).
+	FailAppends int
+}
+
+// Load replays every appended record.
+func (l *MemoryControllerLog) Load(ctx context.Context, fn func(int64, records.ControllerRecord) error) error {
+	l.mu.Lock()
+	recs := append([]records.ControllerRecord(nil), l.recs...)
+	l.mu.Unlock()
+	for i, r := range recs {
+		if err := fn(int64(i), r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Append stores recs and returns the offset of the first.
+func (l *MemoryControllerLog) Append(ctx context.Context, recs []records.ControllerRecord) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.FailAppends > 0 {
+		l.FailAppends--
+		return 0, fmt.Errorf("mirror: injected controller log failure")
+	}
+	first := int64(len(l.recs))
+	l.recs = append(l.recs, recs...)
+	return first, nil
+}
+
+// Close does nothing.
+func (l *MemoryControllerLog) Close() error { return nil }
