@@ -102,7 +102,11 @@ func BuildControlBatch(s ControlBatchSpec) []byte {
 		value = binary.BigEndian.AppendUint32(value, uint32(s.CoordinatorEpoch))
 	} else {
 		spec.ProducerID, spec.ProducerEpoch = -1, -1
+		// MirrorPidResetRecord is a flexible ("0+") data message with one int16 field,
+		// written without a version prefix as Kafka writes its KRaft control messages:
+		// the field, then an empty tagged-field section (uvarint 0).
 		value = binary.BigEndian.AppendUint16(nil, uint16(mirrorPIDResetVersion))
+		value = append(value, 0)
 	}
 	attrs := AttrControl
 	if spec.Transactional {

@@ -62,7 +62,7 @@ func TestBuildControlBatchGolden(t *testing.T) {
 	})
 	want = goldenBatch(t,
 		"0000000000000009"+
-			"0000003e"+ // 49 + 13
+			"0000003f"+ // 49 + 14
 			"00000004"+
 			"02"+
 			"00000000"+
@@ -74,10 +74,10 @@ func TestBuildControlBatchGolden(t *testing.T) {
 			"ffff"+ // producer epoch -1
 			"ffffffff"+
 			"00000001",
-		"18"+ // record length 12
+		"1a"+ // record length 13
 			"000000"+
 			"08"+"00000007"+ // key {version 0, type 7}
-			"04"+"0000"+ // value {version 0}
+			"06"+"000000"+ // value: flexible MirrorPidResetRecord {version 0, no tagged fields}
 			"00")
 	require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(reset))
 }

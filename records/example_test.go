@@ -57,5 +57,5 @@ func ExampleBuildControlBatch() {
 	typ, _ := b.ControlType()
 	fmt.Println(typ, b.Attributes().IsControl(), b.Attributes().IsTransactional(), b.ProducerID(), len(b))
 	// Output:
-	// MIRROR_PID_RESET true false -1 74
+	// MIRROR_PID_RESET true false -1 75
 }
