@@ -1,0 +1,77 @@
+package mirror
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/records"
+)
+
+func TestLocalDestinations(t *testing.T) {
+	ctx := context.Background()
+	fileDest := func(t *testing.T) (*LocalDestination, func() *LocalDestination) {
+		root := t.TempDir()
+		d, err := OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
+		require.NoError(t, err)
+		return d, func() *LocalDestination {
+			d2, err := OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
+			require.NoError(t, err)
+			return d2
+		}
+	}
+	memDest := func(t *testing.T) (*LocalDestination, func() *LocalDestination) {
+		return NewMemoryDestination("dst", fetcher.MemoryLogOptions{}), nil
+	}
+	for name, mk := range map[string]func(*testing.T) (*LocalDestination, func() *LocalDestination){"file": fileDest, "memory": memDest} {
+		t.Run(name, func(t *testing.T) {
+			d, reopen := mk(t)
+			spec := TopicSpec{Name: "orders", TopicID: records.UUID{1}, Partitions: 2, Configs: map[string]string{"cleanup.policy": "compact"}}
+			require.NoError(t, d.CreateTopic(ctx, spec))
+			require.NoError(t, d.CreateTopic(ctx, spec), "same id: no-op")
+			err := d.CreateTopic(ctx, TopicSpec{Name: "orders", TopicID: records.UUID{2}, Partitions: 2})
+			require.Equal(t, admin.CodeTopicAlreadyExists, admin.CodeOf(err))
+			err = d.CreateTopic(ctx, TopicSpec{Name: "other", TopicID: records.UUID{1}, Partitions: 1})
+			require.Equal(t, admin.CodeTopicAlreadyExists, admin.CodeOf(err))
+			require.Error(t, d.CreateTopic(ctx, TopicSpec{Name: "zero", TopicID: records.UUID{3}}))
+
+			_, err = d.Log("orders", 2)
+			require.Equal(t, admin.CodeUnknownTopicOrPartition, admin.CodeOf(err))
+			require.NoError(t, d.CreatePartitions(ctx, "orders", 3))
+			require.Error(t, d.CreatePartitions(ctx, "orders", 1), "no shrinking")
+			l, err := d.Log("orders", 2)
+			require.NoError(t, err)
+			l2, err := d.Log("orders", 2)
+			require.NoError(t, err)
+			require.Same(t, l, l2, "one log per partition")
+			batch, err := records.BuildBatch(records.BatchSpec{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []records.Record{{Value: []byte("v")}})
+			require.NoError(t, err)
+			require.NoError(t, l.Append(batch))
+
+			require.NoError(t, d.AlterTopicConfigs(ctx, "orders", map[string]string{"retention.ms": "1"}))
+			require.NoError(t, d.SetReadOnly("orders", 1, true))
+			require.True(t, d.ReadOnly("orders", 1))
+			require.False(t, d.ReadOnly("orders", 0))
+			require.NoError(t, d.CommitOffsets("g", map[TopicPartition]int64{{"orders", 1}: 42}))
+			require.Equal(t, map[TopicPartition]int64{{"orders", 1}: 42}, d.CommittedOffsets("g"))
+			require.NoError(t, d.Close())
+
+			if reopen == nil {
+				return
+			}
+			d2 := reopen()
+			defer d2.Close()
+			got, ok := d2.Topic("orders")
+			require.True(t, ok)
+			require.Equal(t, TopicSpec{Name: "orders", TopicID: records.UUID{1}, Partitions: 3, Configs: map[string]string{"cleanup.policy": "compact", "retention.ms": "1"}}, got)
+			require.True(t, d2.ReadOnly("orders", 1))
+			require.Equal(t, map[TopicPartition]int64{{"orders", 1}: 42}, d2.CommittedOffsets("g"))
+			l3, err := d2.Log("orders", 2)
+			require.NoError(t, err)
+			require.Equal(t, int64(6), l3.LogEndOffset(), "the file log survived")
+		})
+	}
+}
