@@ -1,0 +1,32 @@
+// Package kafkatest is kmirror's harness for tests against real Apache Kafka brokers.
+//
+// What it owns: reading the environment that scripts/kafka/kafka.sh writes (cluster A, three
+// combined KRaft broker+controller nodes, and cluster B, one node, all on 127.0.0.1), deciding
+// whether a test skips or fails when that environment is missing, and small helpers built on
+// franz-go's kgo and kmsg: creating topics, waiting for partition leaders, stopping and starting
+// one broker through the script (for leader-failover tests), and running Kafka's
+// DumpLogSegments tool on segment files.
+//
+// Who calls it: integration tests of the other kmirror packages (fetcher, mirror, coordinator
+// stores) and the smoke test in this package. Nothing outside tests imports it. The command
+// cmd/kafkaprobe is the script's Java-free readiness probe.
+//
+// How to run the tests against real Kafka:
+//
+//	bash scripts/kafka/kafka.sh install   # once; cached in $HOME/.cache/kmirror/kafka
+//	bash scripts/kafka/kafka.sh start     # writes /tmp/kmirror-kafka/env
+//	source /tmp/kmirror-kafka/env
+//	go test ./internal/kafkatest/ -run . -v
+//	bash scripts/kafka/kafka.sh stop
+//
+// Without the environment every test that asks for a cluster skips, except in CI with
+// CI=true and KMIRROR_REQUIRE_KAFKA=1, where a missing cluster fails the test.
+//
+// Hook for SASL (not built): a SASL_PLAINTEXT/SCRAM listener on cluster B would add a
+// variable KMIRROR_KAFKA_B_SASL to the env file (see the header of kafka.sh) and a
+// ClusterBSASL accessor here returning the address and SCRAM credentials.
+//
+// Concurrency: every function may be called from parallel tests, but StopBroker and
+// StartBroker change a cluster that all tests share; tests that call them must not run in
+// parallel with other tests using the same cluster.
+package kafkatest

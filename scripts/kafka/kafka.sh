@@ -1,0 +1,525 @@
+#!/usr/bin/env bash
+# kafka.sh — install Apache Kafka 4.x from Maven Central and run two KRaft clusters on 127.0.0.1
+# for kmirror's real-Kafka tests (package internal/kafkatest).
+#
+# Subcommands:
+#   install                 resolve kafka_2.13, kafka-tools and a log4j2 backend with Maven into the
+#                           cache and write one classpath file (idempotent).
+#   start                   (install if needed) format and start cluster A (3 combined
+#                           broker+controller nodes) and cluster B (1 node), wait until every
+#                           broker is registered, write <workdir>/env. A running setup is reused.
+#   stop                    stop every node (SIGTERM, then SIGKILL after a timeout); always succeeds.
+#   stop-node CLUSTER ID    stop one node (CLUSTER is a or b, ID its node id), keep its data.
+#   start-node CLUSTER ID   start a stopped node again and wait until its cluster lists all brokers.
+#   status                  one line per node, plus the broker count each cluster serves.
+#   logs [NODE] [LINES]     tail the broker logs (NODE like a1, a2, a3, b1; default all, 50 lines).
+#   env                     print the env file.
+#
+# Settings (environment):
+#   KMIRROR_KAFKA_VERSION        Kafka version from Maven Central (default 4.4.0; 4.0.0+ supported).
+#   KMIRROR_KAFKA_CACHE          download cache (default $HOME/.cache/kmirror/kafka).
+#   KMIRROR_KAFKA_WORKDIR        data, logs, pids and the env file (default /tmp/kmirror-kafka).
+#   KMIRROR_KAFKA_BASE_PORT      first port (default 19092). Layout, with P the base port:
+#                                  A node i (1..3): client P+i-1, controller P+100+i-1
+#                                  B node 1:        client P+10,  controller P+110
+#   KMIRROR_KAFKA_HEAP           JVM heap flags per node (default "-Xms256m -Xmx512m").
+#   KMIRROR_KAFKA_JVM_OPTS       other JVM flags per node (default "-XX:+UseG1GC -XX:MaxGCPauseMillis=20").
+#   KMIRROR_KAFKA_START_TIMEOUT  seconds to wait for a cluster to be ready (default 300).
+#   KMIRROR_KAFKA_STOP_TIMEOUT   seconds between SIGTERM and SIGKILL (default 30).
+#   KMIRROR_KAFKA_EXTRA_CONFIG   extra server.properties lines appended to every node.
+#   KMIRROR_KAFKA_EXTRA_CONFIG_A / _B   the same for one cluster only.
+#   KMIRROR_KAFKA_FORMAT_ARGS    extra arguments for the storage tool's format command
+#                                (e.g. "--feature eligible.leader.replicas.version=0").
+#
+# Hook for SASL (not built yet): a SASL_PLAINTEXT/SCRAM listener on B would be one more listener in
+# write_config (listeners, advertised.listeners, listener.security.protocol.map,
+# sasl.enabled.mechanisms), SCRAM users added with the storage tool's --add-scram at format time
+# (format_node), and one more variable in the env file (KMIRROR_KAFKA_B_SASL). See
+# internal/kafkatest/doc.go.
+#
+# Every listener binds to 127.0.0.1 only.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
+SCRIPT_PATH="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
+
+VERSION="${KMIRROR_KAFKA_VERSION:-4.4.0}"
+CACHE="${KMIRROR_KAFKA_CACHE:-${HOME:-/root}/.cache/kmirror/kafka}"
+WORKDIR="${KMIRROR_KAFKA_WORKDIR:-/tmp/kmirror-kafka}"
+BASE_PORT="${KMIRROR_KAFKA_BASE_PORT:-19092}"
+HEAP="${KMIRROR_KAFKA_HEAP:--Xms256m -Xmx512m}"
+JVM_OPTS="${KMIRROR_KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20}"
+START_TIMEOUT="${KMIRROR_KAFKA_START_TIMEOUT:-300}"
+STOP_TIMEOUT="${KMIRROR_KAFKA_STOP_TIMEOUT:-30}"
+
+INSTALL_DIR="$CACHE/$VERSION"
+CLASSPATH_FILE="$INSTALL_DIR/classpath"
+CLASSES_FILE="$INSTALL_DIR/classes"
+PROBE="$WORKDIR/bin/kafkaprobe"
+
+# Pinned logging backend: Kafka 4.x logs through slf4j to log4j2; kafka_2.13's published POM
+# brings log4j-core but no slf4j binding, so add one (and a matching slf4j 2 API).
+SLF4J_VERSION="2.0.17"
+LOG4J_VERSION="2.25.5"
+
+[[ -n "$WORKDIR" && "$WORKDIR" != / ]] || { echo "kafka.sh: bad KMIRROR_KAFKA_WORKDIR '$WORKDIR'" >&2; exit 1; }
+
+NODES_A=(1 2 3)
+NODES_B=(1)
+
+log() { printf 'kafka.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# install
+
+cmd_install() {
+	if [[ -s "$CLASSPATH_FILE" && -s "$CLASSES_FILE" ]] && classpath_ok; then
+		log "Kafka $VERSION already installed in $INSTALL_DIR"
+		return 0
+	fi
+	command -v java >/dev/null || die "java not found (Java 17+ required)"
+	command -v mvn >/dev/null || die "mvn not found (Maven required to fetch Kafka)"
+	mkdir -p "$INSTALL_DIR"
+	local tmp="$INSTALL_DIR/.tmp.$$"
+	rm -rf "$tmp"
+	mkdir -p "$tmp/lib"
+	write_pom >"$tmp/pom.xml"
+	log "resolving org.apache.kafka:kafka_2.13:$VERSION and dependencies with Maven"
+	local start=$SECONDS
+	if ! (cd "$tmp" && mvn -B -q -Dmaven.repo.local="$CACHE/m2" \
+		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp/lib" \
+		>"$tmp/mvn.log" 2>&1); then
+		tail -n 40 "$tmp/mvn.log" >&2 || true
+		rm -rf "$tmp"
+		die "maven could not resolve Kafka $VERSION"
+	fi
+	# Drop the slf4j 1.x API that some transitive dependency drags in: the 2.x one wins.
+	find "$tmp/lib" -name 'slf4j-api-1.*.jar' -delete
+	local storage_class dump_class
+	storage_class="$(find_class "$tmp/lib" kafka/tools/StorageTool.class org/apache/kafka/tools/StorageTool.class)" ||
+		die "no StorageTool class in Kafka $VERSION"
+	dump_class="$(find_class "$tmp/lib" org/apache/kafka/tools/DumpLogSegments.class kafka/tools/DumpLogSegments.class)" ||
+		die "no DumpLogSegments class in Kafka $VERSION"
+	rm -rf "${INSTALL_DIR:?}/lib"
+	mv "$tmp/lib" "$INSTALL_DIR/lib"
+	mv "$tmp/pom.xml" "$INSTALL_DIR/pom.xml"
+	rm -rf "$tmp"
+	{
+		echo "STORAGE_TOOL_CLASS=$storage_class"
+		echo "DUMP_LOG_CLASS=$dump_class"
+	} >"$CLASSES_FILE"
+	find "$INSTALL_DIR/lib" -name '*.jar' | LC_ALL=C sort | paste -sd: - >"$CLASSPATH_FILE.new"
+	mv "$CLASSPATH_FILE.new" "$CLASSPATH_FILE"
+	log "installed Kafka $VERSION in $((SECONDS - start))s: $(du -sh "$INSTALL_DIR/lib" | cut -f1) of jars," \
+		"storage tool $storage_class, dump tool $dump_class"
+}
+
+write_pom() {
+	cat <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.kmirror.test</groupId>
+  <artifactId>kafka-runtime</artifactId>
+  <version>$VERSION</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId><version>$SLF4J_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>$LOG4J_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+}
+
+# find_class DIR ENTRY... prints the first class (dotted) whose entry some jar in DIR holds.
+# Zip central directories store names uncompressed, so grep finds them without unzip.
+find_class() {
+	local dir="$1" entry jar
+	shift
+	for entry in "$@"; do
+		for jar in "$dir"/*.jar; do
+			if grep -a -q -F "$entry" "$jar"; then
+				entry="${entry%.class}"
+				echo "${entry//\//.}"
+				return 0
+			fi
+		done
+	done
+	return 1
+}
+
+classpath_ok() {
+	local jar
+	IFS=: read -r -a jars <"$CLASSPATH_FILE"
+	for jar in "${jars[@]}"; do
+		[[ -f "$jar" ]] || return 1
+	done
+	return 0
+}
+
+load_install() {
+	[[ -s "$CLASSPATH_FILE" && -s "$CLASSES_FILE" ]] || cmd_install
+	CP="$(cat "$CLASSPATH_FILE")"
+	# shellcheck disable=SC1090
+	source "$CLASSES_FILE"
+}
+
+# ---------------------------------------------------------------------------------------------
+# layout
+
+client_port() { # cluster id
+	if [[ "$1" == a ]]; then echo $((BASE_PORT + $2 - 1)); else echo $((BASE_PORT + 10 + $2 - 1)); fi
+}
+controller_port() {
+	if [[ "$1" == a ]]; then echo $((BASE_PORT + 100 + $2 - 1)); else echo $((BASE_PORT + 110 + $2 - 1)); fi
+}
+nodes_of() { if [[ "$1" == a ]]; then echo "${NODES_A[@]}"; else echo "${NODES_B[@]}"; fi; }
+node_dir() { echo "$WORKDIR/$1$2"; }
+
+bootstrap_of() {
+	local c="$1" id out=""
+	for id in $(nodes_of "$c"); do out+="${out:+,}127.0.0.1:$(client_port "$c" "$id")"; done
+	echo "$out"
+}
+
+voters_of() {
+	local c="$1" id out=""
+	for id in $(nodes_of "$c"); do out+="${out:+,}$id@127.0.0.1:$(controller_port "$c" "$id")"; done
+	echo "$out"
+}
+
+write_config() { # cluster id
+	local c="$1" id="$2" dir n rf isr extra
+	dir="$(node_dir "$c" "$id")"
+	n=$(nodes_of "$c" | wc -w)
+	rf=$((n < 3 ? n : 3))
+	isr=$((rf > 1 ? 2 : 1))
+	if [[ "$c" == a ]]; then extra="${KMIRROR_KAFKA_EXTRA_CONFIG_A:-}"; else extra="${KMIRROR_KAFKA_EXTRA_CONFIG_B:-}"; fi
+	cat >"$dir/server.properties" <<EOF
+# generated by scripts/kafka/kafka.sh — cluster $c node $id
+process.roles=broker,controller
+node.id=$id
+controller.quorum.voters=$(voters_of "$c")
+listeners=PLAINTEXT://127.0.0.1:$(client_port "$c" "$id"),CONTROLLER://127.0.0.1:$(controller_port "$c" "$id")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(client_port "$c" "$id")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=1
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+transaction.state.log.num.partitions=10
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+unclean.leader.election.enable=false
+unclean.leader.election.interval.ms=1000
+replica.lag.time.max.ms=10000
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+log.cleaner.threads=1
+log.cleaner.backoff.ms=1000
+${KMIRROR_KAFKA_EXTRA_CONFIG:-}
+$extra
+EOF
+}
+
+write_log4j() {
+	cat >"$WORKDIR/log4j2.properties" <<'EOF'
+# generated by scripts/kafka/kafka.sh: every node logs to <node>/logs/server.log
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.periodic.name = org.apache.kafka.controller.PeriodicTaskControlManager
+logger.periodic.level = WARN
+EOF
+}
+
+format_node() { # cluster id cluster-id
+	local c="$1" id="$2" cid="$3" dir
+	dir="$(node_dir "$c" "$id")"
+	# shellcheck disable=SC2086
+	java -Xmx256m -cp "$CP" -Dlog4j2.configurationFile="$WORKDIR/log4j2.properties" \
+		-Dkafka.logs.dir="$dir/logs" "$STORAGE_TOOL_CLASS" format \
+		-t "$cid" -c "$dir/server.properties" ${KMIRROR_KAFKA_FORMAT_ARGS:-} \
+		>"$dir/logs/format.log" 2>&1 || {
+		cat "$dir/logs/format.log" >&2
+		return 1
+	}
+}
+
+# Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
+random_cluster_id() {
+	head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+}
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+node_pid() { # cluster id: prints the pid when the node runs
+	local f pid
+	f="$(node_dir "$1" "$2")/pid"
+	[[ -s "$f" ]] || return 1
+	pid="$(cat "$f")"
+	# The pid must still be our JVM: its command line names this node's config file.
+	[[ -r "/proc/$pid/cmdline" ]] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -F "$(node_dir "$1" "$2")/server.properties" || return 1
+	echo "$pid"
+}
+
+launch_node() { # cluster id
+	local c="$1" id="$2" dir
+	dir="$(node_dir "$c" "$id")"
+	if node_pid "$c" "$id" >/dev/null; then
+		log "node $c$id already running"
+		return 0
+	fi
+	mkdir -p "$dir/logs"
+	# shellcheck disable=SC2086
+	setsid nohup java $HEAP $JVM_OPTS -server -XX:+ExitOnOutOfMemoryError \
+		-Djava.awt.headless=true -Dkafka.logs.dir="$dir/logs" \
+		-Dlog4j2.configurationFile="$WORKDIR/log4j2.properties" \
+		-cp "$CP" kafka.Kafka "$dir/server.properties" \
+		>"$dir/logs/stdout.log" 2>&1 </dev/null &
+	echo $! >"$dir/pid"
+}
+
+# stop_pids TIMEOUT PID...: SIGTERM all, wait, SIGKILL the rest.
+stop_pids() {
+	local timeout="$1" pid deadline alive
+	shift
+	[[ $# -gt 0 ]] || return 0
+	kill -TERM "$@" 2>/dev/null || true
+	deadline=$((SECONDS + timeout))
+	while :; do
+		alive=()
+		for pid in "$@"; do
+			if kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; then
+				alive+=("$pid")
+			fi
+		done
+		[[ ${#alive[@]} -gt 0 ]] || return 0
+		if ((SECONDS >= deadline)); then
+			log "SIGKILL after ${timeout}s: ${alive[*]}"
+			kill -KILL "${alive[@]}" 2>/dev/null || true
+			return 0
+		fi
+		sleep 0.2
+	done
+}
+
+build_probe() {
+	if [[ -x "$PROBE" && "$PROBE" -nt "$REPO_ROOT/internal/kafkatest/cmd/kafkaprobe/main.go" ]]; then
+		return 0
+	fi
+	command -v go >/dev/null || die "go not found (needed to build the readiness probe)"
+	mkdir -p "$(dirname "$PROBE")"
+	(cd "$REPO_ROOT" && go build -o "$PROBE" ./internal/kafkatest/cmd/kafkaprobe)
+}
+
+# wait_cluster CLUSTER [-coordinators]: wait until the cluster's metadata lists all its brokers
+# (and, with -coordinators, until it has created its offsets and transaction state topics).
+wait_cluster() {
+	local c="$1" n
+	n=$(nodes_of "$c" | wc -w)
+	if ! "$PROBE" -brokers "$(bootstrap_of "$c")" -want "$n" -timeout "${START_TIMEOUT}s" ${2:+"$2"}; then
+		log "cluster $c not ready after ${START_TIMEOUT}s; logs follow"
+		local id
+		for id in $(nodes_of "$c"); do
+			dump_node_logs "$c" "$id" 40
+		done
+		return 1
+	fi
+}
+
+dump_node_logs() { # cluster id lines
+	local dir
+	dir="$(node_dir "$1" "$2")"
+	echo "===== $1$2 server.log (last $3 lines) =====" >&2
+	tail -n "$3" "$dir/logs/server.log" >&2 2>/dev/null || true
+	echo "===== $1$2 stdout.log (last $3 lines) =====" >&2
+	tail -n "$3" "$dir/logs/stdout.log" >&2 2>/dev/null || true
+}
+
+all_running() {
+	local c id
+	for c in a b; do
+		for id in $(nodes_of "$c"); do
+			node_pid "$c" "$id" >/dev/null || return 1
+		done
+	done
+}
+
+write_env() {
+	local f="$WORKDIR/env"
+	cat >"$f.new" <<EOF
+# generated by scripts/kafka/kafka.sh start — source this file before go test
+export KMIRROR_KAFKA_A=$(bootstrap_of a)
+export KMIRROR_KAFKA_B=$(bootstrap_of b)
+export KMIRROR_KAFKA_CLASSPATH=$CP
+export KMIRROR_KAFKA_WORKDIR=$WORKDIR
+export KMIRROR_KAFKA_VERSION=$VERSION
+export KMIRROR_KAFKA_BASE_PORT=$BASE_PORT
+export KMIRROR_KAFKA_SCRIPT=$SCRIPT_PATH
+export KMIRROR_KAFKA_DUMP_LOG_CLASS=$DUMP_LOG_CLASS
+EOF
+	mv "$f.new" "$f"
+}
+
+# ---------------------------------------------------------------------------------------------
+# subcommands
+
+cmd_start() {
+	load_install
+	mkdir -p "$WORKDIR"
+	build_probe
+	if all_running; then
+		log "clusters already running; checking readiness"
+		wait_cluster a && wait_cluster b || exit 1
+		write_env
+		log "env: $WORKDIR/env"
+		return 0
+	fi
+	cmd_stop
+	local start=$SECONDS c id cid pids=()
+	rm -rf "$WORKDIR/a"[0-9]* "$WORKDIR/b"[0-9]* "$WORKDIR/env"
+	write_log4j
+	for c in a b; do
+		cid="$(random_cluster_id)"
+		echo "$cid" >"$WORKDIR/cluster-$c.id"
+		for id in $(nodes_of "$c"); do
+			mkdir -p "$(node_dir "$c" "$id")/data" "$(node_dir "$c" "$id")/logs"
+			write_config "$c" "$id"
+			format_node "$c" "$id" "$cid" &
+			pids+=($!)
+		done
+	done
+	local p
+	for p in "${pids[@]}"; do wait "$p" || die "storage format failed"; done
+	for c in a b; do
+		for id in $(nodes_of "$c"); do launch_node "$c" "$id"; done
+	done
+	if ! wait_cluster a -coordinators || ! wait_cluster b -coordinators; then
+		cmd_stop
+		die "clusters did not start"
+	fi
+	write_env
+	log "started Kafka $VERSION in $((SECONDS - start))s: A=$(bootstrap_of a) B=$(bootstrap_of b)"
+	log "env: source $WORKDIR/env"
+}
+
+cmd_stop() {
+	local c id pid pids=()
+	for c in a b; do
+		for id in $(nodes_of "$c"); do
+			if pid="$(node_pid "$c" "$id")"; then pids+=("$pid"); fi
+		done
+	done
+	if [[ ${#pids[@]} -gt 0 ]]; then
+		log "stopping ${#pids[@]} node(s)"
+		stop_pids "$STOP_TIMEOUT" "${pids[@]}"
+	fi
+	for c in a b; do
+		for id in $(nodes_of "$c"); do rm -f "$(node_dir "$c" "$id")/pid"; done
+	done
+	return 0
+}
+
+check_node_args() {
+	[[ $# -eq 2 ]] || die "usage: $0 $CMD a|b NODE_ID"
+	[[ "$1" == a || "$1" == b ]] || die "cluster must be a or b, not $1"
+	[[ " $(nodes_of "$1") " == *" $2 "* ]] || die "cluster $1 has no node $2 (nodes: $(nodes_of "$1"))"
+	[[ -f "$(node_dir "$1" "$2")/server.properties" ]] || die "node $1$2 was never started: run start first"
+}
+
+cmd_stop_node() {
+	check_node_args "$@"
+	local pid
+	if pid="$(node_pid "$1" "$2")"; then
+		stop_pids "$STOP_TIMEOUT" "$pid"
+		log "stopped node $1$2"
+	else
+		log "node $1$2 not running"
+	fi
+	rm -f "$(node_dir "$1" "$2")/pid"
+}
+
+cmd_start_node() {
+	check_node_args "$@"
+	load_install
+	build_probe
+	launch_node "$1" "$2"
+	wait_cluster "$1" || die "cluster $1 not ready after starting node $1$2"
+	log "node $1$2 running"
+}
+
+# status exits 0 when at least one node runs.
+cmd_status() {
+	local c id pid state any=1 up
+	for c in a b; do
+		up=0
+		for id in $(nodes_of "$c"); do
+			if pid="$(node_pid "$c" "$id")"; then
+				state="running pid $pid"
+				any=0
+				up=1
+			else
+				state="stopped"
+			fi
+			printf '%s%s client 127.0.0.1:%s controller 127.0.0.1:%s %s\n' "$c" "$id" \
+				"$(client_port "$c" "$id")" "$(controller_port "$c" "$id")" "$state"
+		done
+		if [[ $up == 1 && -x "$PROBE" ]]; then
+			printf 'cluster %s: ' "$c"
+			"$PROBE" -brokers "$(bootstrap_of "$c")" -want 0 -timeout 3s -print 2>&1 || true
+		fi
+	done
+	return $any
+}
+
+cmd_logs() {
+	local node="${1:-}" lines="${2:-50}" c id
+	for c in a b; do
+		for id in $(nodes_of "$c"); do
+			[[ -z "$node" || "$node" == "$c$id" ]] || continue
+			dump_node_logs "$c" "$id" "$lines" 2>&1
+		done
+	done
+}
+
+CMD="${1:-}"
+[[ $# -gt 0 ]] && shift
+case "$CMD" in
+install) cmd_install ;;
+start) cmd_start ;;
+stop) cmd_stop ;;
+stop-node) cmd_stop_node "$@" ;;
+start-node) cmd_start_node "$@" ;;
+status) cmd_status ;;
+logs) cmd_logs "$@" ;;
+env) cat "$WORKDIR/env" ;;
+*)
+	sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+	[[ -z "$CMD" || "$CMD" == help || "$CMD" == -h || "$CMD" == --help ]] || exit 2
+	;;
+esac
