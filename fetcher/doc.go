@@ -1,0 +1,32 @@
+// Package fetcher owns the destination side of one mirrored partition: the
+// Log interface with its two implementations (MemoryLog for tests, with
+// crash and fault injection; FileLog, the durable default, in Kafka's own
+// on-disk layout so kafka-dump-log can read it), the Source abstraction over
+// the source cluster (Kafka via kmsg Fetch/OffsetForLeaderEpoch/ListOffsets,
+// or a local log), and the per-partition fetch loop that copies raw batches
+// unchanged, truncates on divergence and tracks lag.
+//
+// Callers: the mirror package's reconciler creates one fetch loop per
+// MIRRORING partition and drives the STOPPING/PREPARING workflows directly
+// against the partition's Log (Truncate, BumpLeaderEpoch, AppendAsLeader of
+// ABORT and MIRROR_PID_RESET control batches).
+//
+// Concurrency: a Log is safe for concurrent use by one writer (the
+// partition's fetch loop or workflow, never both at once) and many readers
+// (consumers serving Read, lag and describe calls). A FileLog directory is
+// owned by one process at a time, enforced with an exclusive flock on its
+// lock file. Every goroutine a fetch loop starts is stopped before its Close
+// returns.
+//
+// FileLog layout (one directory per partition, PartitionDir):
+//
+//	00000000000000000000.log    raw v2 batches, exactly as Kafka stores them
+//	00000000000000000000.index  sparse offset index: 8-byte big-endian entries
+//	                            (last offset of the batch - segment base, position)
+//	leader-epoch-checkpoint     Kafka's checkpoint text (version 0), atomic writes
+//	kmirror-log-state           "0\n<leader epoch>\n<log start>\n<pending> <offset>\n"
+//	.lock                       flock(LOCK_EX|LOCK_NB) while open
+//
+// No .timeindex is written. Index files are written without preallocation (so
+// they never need trimming) and are rebuilt on every open.
+package fetcher

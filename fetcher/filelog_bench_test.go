@@ -1,0 +1,84 @@
+package fetcher
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/records"
+)
+
+// benchChunk returns 1 MiB of batches (64 batches of 16 records of 1 KiB)
+// and the offsets it spans.
+func benchChunk(b *testing.B) ([]byte, []int, int64) {
+	var buf []byte
+	var pos []int
+	var off int64
+	for i := 0; i < 64; i++ {
+		recs := make([]records.Record, 16)
+		for j := range recs {
+			recs[j] = records.Record{Value: make([]byte, 1000)}
+		}
+		bt, err := records.BuildBatch(records.BatchSpec{BaseOffset: off, PartitionLeaderEpoch: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+		require.NoError(b, err)
+		pos = append(pos, len(buf))
+		buf = append(buf, bt...)
+		off += 16
+	}
+	return buf, pos, off
+}
+
+// restamp moves every batch of chunk to start at base (outside the CRC).
+func restamp(chunk []byte, pos []int, base int64) {
+	for i, p := range pos {
+		records.Batch(chunk[p:]).SetBaseOffset(base + int64(i)*16)
+	}
+}
+
+func BenchmarkFileLogAppend(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		policy FsyncPolicy
+	}{{"fsync=never", FsyncNever}, {"fsync=each", FsyncEveryAppend}} {
+		b.Run(c.name, func(b *testing.B) {
+			chunk, pos, span := benchChunk(b)
+			l := openFile(b, b.TempDir(), FileLogOptions{Fsync: c.policy, SegmentBytes: 64 << 20})
+			defer l.Close()
+			b.SetBytes(int64(len(chunk)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%256 == 255 { // bound the disk used
+					b.StopTimer()
+					require.NoError(b, l.TruncateFullyAndStartAt(l.LogEndOffset()))
+					b.StartTimer()
+				}
+				restamp(chunk, pos, l.LogEndOffset())
+				if err := l.Append(chunk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = span
+		})
+	}
+}
+
+func BenchmarkFileLogRead(b *testing.B) {
+	chunk, pos, span := benchChunk(b)
+	l := openFile(b, b.TempDir(), FileLogOptions{SegmentBytes: 16 << 20})
+	defer l.Close()
+	const chunks = 64
+	for i := 0; i < chunks; i++ {
+		restamp(chunk, pos, int64(i)*span)
+		require.NoError(b, l.Append(chunk))
+	}
+	b.SetBytes(int64(len(chunk)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Start mid-batch to exercise the index lookup.
+		off := int64(i%chunks)*span + 5
+		got, err := l.Read(off, len(chunk))
+		if err != nil || len(got) == 0 {
+			b.Fatal(err, len(got))
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package fetcher
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/epoch"
+	"github.com/kmirror/kmirror/records"
+)
+
+func openFile(t testing.TB, dir string, opts FileLogOptions) *FileLog {
+	t.Helper()
+	l, err := OpenFileLog(dir, opts)
+	require.NoError(t, err)
+	return l
+}
+
+// dirContents maps every file name in dir (except the lock file) to its bytes.
+func dirContents(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string][]byte{}
+	for _, e := range ents {
+		if e.Name() == LockFileName {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = b
+	}
+	return out
+}
+
+func segmentFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	require.NoError(t, err)
+	sort.Strings(m)
+	return m
+}
+
+// appendN appends n batches of 3 records with growing epochs and returns the
+// concatenated bytes.
+func appendN(t testing.TB, l Log, n int) []byte {
+	t.Helper()
+	var all []byte
+	for i := 0; i < n; i++ {
+		b := dataBatch(t, l.LogEndOffset(), int32(i/7), 3)
+		require.NoError(t, l.Append(b))
+		all = append(all, b...)
+	}
+	return all
+}
+
+func readAll(t testing.TB, l Log) []byte {
+	t.Helper()
+	var out []byte
+	for o := l.LogStartOffset(); o < l.LogEndOffset(); {
+		chunk, err := l.Read(o, 1<<20)
+		require.NoError(t, err)
+		if len(chunk) == 0 {
+			break
+		}
+		out = append(out, chunk...)
+		it := records.NewIterator(chunk)
+		for it.Next() {
+			o = it.Batch().NextOffset()
+		}
+		require.NoError(t, it.Err())
+	}
+	return out
+}
+
+func TestFileLogLayoutAndRoll(t *testing.T) {
+	root := t.TempDir()
+	dir := PartitionDir(root, "orders", 3)
+	require.Equal(t, filepath.Join(root, "orders-3"), dir)
+	opts := FileLogOptions{SegmentBytes: 1000, IndexIntervalBytes: 300}
+	l := openFile(t, dir, opts)
+	all := appendN(t, l, 40)
+	require.NoError(t, l.Close())
+
+	segs := segmentFiles(t, dir)
+	require.Greater(t, len(segs), 4)
+	var joined []byte
+	for i, p := range segs {
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(data), 1000)
+		// The file name is the base offset of its first batch (20 digits).
+		b, err := records.ParseBatch(data)
+		require.NoError(t, err)
+		require.Equal(t, segName(b.BaseOffset(), ".log"), filepath.Base(p), "segment %d", i)
+		joined = append(joined, data...)
+
+		// The index: 8-byte entries (relative last offset, position), each
+		// pointing at a batch whose last offset matches, increasing.
+		idx, err := os.ReadFile(strings.TrimSuffix(p, ".log") + ".index")
+		require.NoError(t, err)
+		require.Zero(t, len(idx)%8)
+		prevRel, prevPos := int32(-1), int32(-1)
+		for e := 0; e < len(idx); e += 8 {
+			rel := int32(binary.BigEndian.Uint32(idx[e:]))
+			pos := int32(binary.BigEndian.Uint32(idx[e+4:]))
+			require.Greater(t, rel, prevRel)
+			require.Greater(t, pos, prevPos)
+			ib, err := records.ParseBatch(data[pos:])
+			require.NoError(t, err)
+			require.Equal(t, b.BaseOffset()+int64(rel), ib.LastOffset())
+			prevRel, prevPos = rel, pos
+		}
+		if len(data) > 2*300 {
+			require.NotEmpty(t, idx, "segment %d of %d bytes has index entries", i, len(data))
+		}
+	}
+	require.Equal(t, all, joined, "segments hold the raw batches unchanged")
+
+	ck, err := os.ReadFile(filepath.Join(dir, CheckpointFileName))
+	require.NoError(t, err)
+	entries, err := epoch.DecodeCheckpoint(ck)
+	require.NoError(t, err)
+	require.Len(t, entries, 6)
+	st, err := os.ReadFile(filepath.Join(dir, StateFileName))
+	require.NoError(t, err)
+	require.Equal(t, "0\n-1\n0\nnone -1\n", string(st))
+
+	// Reopen: same files, same state, every offset readable.
+	before := dirContents(t, dir)
+	l = openFile(t, dir, opts)
+	require.Equal(t, before, dirContents(t, dir))
+	require.Equal(t, int64(120), l.LogEndOffset())
+	require.Equal(t, all, readAll(t, l))
+	for o := int64(0); o < 120; o++ {
+		got, err := l.Read(o, 0)
+		require.NoError(t, err)
+		b, err := records.ParseBatch(got)
+		require.NoError(t, err)
+		require.Len(t, got, len(b))
+		require.Equal(t, o/3*3, b.BaseOffset())
+	}
+	require.NoError(t, l.Close())
+	require.Equal(t, before, dirContents(t, dir))
+}
+
+func TestFileLogIndexRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	opts := FileLogOptions{IndexIntervalBytes: 100}
+	l := openFile(t, dir, opts)
+	appendN(t, l, 30)
+	require.NoError(t, l.Close())
+	before := dirContents(t, dir)
+	idx := filepath.Join(dir, segName(0, ".index"))
+	require.NotEmpty(t, before[segName(0, ".index")])
+	require.NoError(t, os.WriteFile(idx, []byte("garbage!garbage!xx"), 0o644))
+	l = openFile(t, dir, opts)
+	require.Equal(t, before, dirContents(t, dir))
+	require.NoError(t, l.Close())
+	require.NoError(t, os.Remove(idx))
+	l = openFile(t, dir, opts)
+	require.Equal(t, before, dirContents(t, dir))
+	require.NoError(t, l.Close())
+}
+
+func TestFileLogTornTail(t *testing.T) {
+	for name, tail := range map[string]func(next []byte) []byte{
+		"garbage": func([]byte) []byte {
+			return []byte("\x00\x01garbage garbage garbage garbage garbage garbage garbage garbage garbage")
+		},
+		"half batch":  func(next []byte) []byte { return next[:len(next)/2] },
+		"header only": func(next []byte) []byte { return next[:records.HeaderSize] },
+		"few bytes":   func(next []byte) []byte { return next[:7] },
+		"zeros":       func([]byte) []byte { return make([]byte, 4096) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := FileLogOptions{SegmentBytes: 2000, IndexIntervalBytes: 100}
+			l := openFile(t, dir, opts)
+			all := appendN(t, l, 25)
+			end := l.LogEndOffset()
+			require.NoError(t, l.Close())
+			segs := segmentFiles(t, dir)
+			last := segs[len(segs)-1]
+			next := dataBatch(t, end, 9, 3)
+			f, err := os.OpenFile(last, os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.Write(tail(next))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			l = openFile(t, dir, opts)
+			require.Equal(t, end, l.LogEndOffset())
+			require.Equal(t, all, readAll(t, l))
+			require.NoError(t, l.Append(next))
+			require.Equal(t, append(all, next...), readAll(t, l))
+			require.NoError(t, l.Close())
+		})
+	}
+}
+
+func TestFileLogCorruptLastBatchCut(t *testing.T) {
+	dir := t.TempDir()
+	opts := FileLogOptions{IndexIntervalBytes: 100}
+	l := openFile(t, dir, opts)
+	all := appendN(t, l, 10)
+	lastLen := len(dataBatch(t, 27, 1, 3))
+	require.NoError(t, l.Close())
+	p := filepath.Join(dir, segName(0, ".log"))
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, all, data)
+	data[len(data)-lastLen/2] ^= 0x5a // a byte in the middle of the last batch
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+
+	l = openFile(t, dir, opts)
+	require.Equal(t, int64(27), l.LogEndOffset())
+	require.Equal(t, all[:len(all)-lastLen], readAll(t, l))
+	require.NoError(t, l.Close())
+	data, err = os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, all[:len(all)-lastLen], data, "the corrupt tail is cut from the file")
+}
+
+func TestFileLogCorruptOlderSegmentCut(t *testing.T) {
+	dir := t.TempDir()
+	opts := FileLogOptions{SegmentBytes: 600}
+	l := openFile(t, dir, opts)
+	appendN(t, l, 20)
+	require.NoError(t, l.Close())
+	segs := segmentFiles(t, dir)
+	require.Greater(t, len(segs), 2)
+	// Break the length of the second batch of the first segment.
+	data, err := os.ReadFile(segs[0])
+	require.NoError(t, err)
+	b, err := records.ParseBatch(data)
+	require.NoError(t, err)
+	binary.BigEndian.PutUint32(data[len(b)+8:], 1<<30)
+	require.NoError(t, os.WriteFile(segs[0], data, 0o644))
+	l = openFile(t, dir, opts)
+	require.Equal(t, b.NextOffset(), l.LogEndOffset())
+	require.Len(t, segmentFiles(t, dir), 1)
+	require.NoError(t, l.Close())
+}
+
+func TestFileLogLock(t *testing.T) {
+	dir := t.TempDir()
+	l := openFile(t, dir, FileLogOptions{})
+	_, err := OpenFileLog(dir, FileLogOptions{})
+	require.ErrorIs(t, err, ErrLocked)
+	require.Contains(t, err.Error(), dir)
+	require.NoError(t, l.Close())
+	l = openFile(t, dir, FileLogOptions{})
+	require.NoError(t, l.Close())
+}
+
+func TestFileLogOptionsValidate(t *testing.T) {
+	for _, o := range []FileLogOptions{
+		{SegmentBytes: -1}, {SegmentBytes: 1 << 32}, {IndexIntervalBytes: -1},
+		{Fsync: 42}, {FsyncBytes: -3}, {StartOffset: -1},
+	} {
+		require.Error(t, o.Validate())
+		_, err := OpenFileLog(t.TempDir(), o)
+		require.Error(t, err)
+	}
+	require.NoError(t, FileLogOptions{}.Validate())
+}
+
+func TestFileLogStartOffset(t *testing.T) {
+	dir := t.TempDir()
+	l := openFile(t, dir, FileLogOptions{StartOffset: 500})
+	require.Equal(t, int64(500), l.LogStartOffset())
+	require.NoError(t, l.Append(dataBatch(t, 500, 0, 2)))
+	require.NoError(t, l.Close())
+	l = openFile(t, dir, FileLogOptions{StartOffset: 7}) // ignored: the log exists
+	require.Equal(t, int64(500), l.LogStartOffset())
+	require.Equal(t, int64(502), l.LogEndOffset())
+	require.NoError(t, l.Close())
+}
+
+func TestFileLogFsyncPolicies(t *testing.T) {
+	for _, p := range []FsyncPolicy{FsyncOnFlush, FsyncEveryAppend, FsyncEveryNBytes, FsyncNever} {
+		dir := t.TempDir()
+		opts := FileLogOptions{Fsync: p, FsyncBytes: 500, SegmentBytes: 1500}
+		l := openFile(t, dir, opts)
+		all := appendN(t, l, 20)
+		require.NoError(t, l.Flush())
+		require.NoError(t, l.Close())
+		l = openFile(t, dir, opts)
+		require.Equal(t, all, readAll(t, l), "policy %d", p)
+		require.NoError(t, l.Close())
+	}
+}
+
+// A crash in the middle of a truncation is completed by the next open.
+func TestFileLogPendingTruncation(t *testing.T) {
+	dir := t.TempDir()
+	opts := FileLogOptions{SegmentBytes: 500}
+	l := openFile(t, dir, opts)
+	all := appendN(t, l, 20)
+	_, err := l.BumpLeaderEpoch(4)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	st := filepath.Join(dir, StateFileName)
+	require.NoError(t, os.WriteFile(st, []byte("0\n5\n0\ntruncate 30\n"), 0o644))
+	l = openFile(t, dir, opts)
+	require.Equal(t, int64(30), l.LogEndOffset())
+	require.Equal(t, int32(5), l.LeaderEpoch())
+	require.Equal(t, all[:len(readAll(t, l))], readAll(t, l))
+	require.NoError(t, l.Close())
+	data, err := os.ReadFile(st)
+	require.NoError(t, err)
+	require.Equal(t, "0\n5\n0\nnone -1\n", string(data))
+
+	require.NoError(t, os.WriteFile(st, []byte("0\n5\n0\nfull 77\n"), 0o644))
+	l = openFile(t, dir, opts)
+	require.Equal(t, int64(77), l.LogStartOffset())
+	require.Equal(t, int64(77), l.LogEndOffset())
+	require.Equal(t, []string{filepath.Join(dir, segName(77, ".log"))}, segmentFiles(t, dir))
+	require.NoError(t, l.Close())
+
+	require.NoError(t, os.WriteFile(st, []byte("1\n5\n0\nnone -1\n"), 0o644))
+	_, err = OpenFileLog(dir, opts)
+	require.ErrorIs(t, err, ErrCorruptState)
+}
+
+func TestFileLogConcurrentReaders(t *testing.T) {
+	dir := t.TempDir()
+	l := openFile(t, dir, FileLogOptions{SegmentBytes: 800, IndexIntervalBytes: 100})
+	defer l.Close()
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			end := l.LogEndOffset()
+			for o := l.LogStartOffset(); o < end; o++ {
+				got, err := l.Read(o, 100)
+				if errors.Is(err, ErrOffsetOutOfRange) {
+					break // truncated meanwhile
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+				if len(got) == 0 {
+					break
+				}
+				if _, err := records.ParseBatch(got); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}
+	}()
+	appendN(t, l, 60)
+	require.NoError(t, l.Truncate(30))
+	appendN(t, l, 10)
+	close(done)
+	require.NoError(t, <-errc)
+	require.Equal(t, int64(60), l.LogEndOffset())
+}
