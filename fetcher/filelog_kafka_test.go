@@ -3,7 +3,6 @@ package fetcher
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,16 +13,22 @@ import (
 
 // TestFileLogKafkaDumpLogSegments checks that Kafka's own
 // org.apache.kafka.tools.DumpLogSegments (kafka-dump-log.sh) reads what FileLog writes (segments and
-// indexes, with deep iteration and index verification). It runs only when
-// KMIRROR_KAFKA_LIBS names a directory of Kafka jars (and java is on PATH).
+// indexes, with deep iteration and index verification). It runs with the jars that
+// scripts/kafka/kafka.sh installs (KMIRROR_KAFKA_CLASSPATH, exported by its env file), and
+// is required in CI (KMIRROR_REQUIRE_KAFKA=1).
 func TestFileLogKafkaDumpLogSegments(t *testing.T) {
-	libs := os.Getenv("KMIRROR_KAFKA_LIBS")
-	if libs == "" {
-		t.Skip("set KMIRROR_KAFKA_LIBS to a directory of Kafka jars")
+	cp := os.Getenv("KMIRROR_KAFKA_CLASSPATH")
+	if cp == "" {
+		if os.Getenv("KMIRROR_REQUIRE_KAFKA") == "1" {
+			t.Fatal("KMIRROR_KAFKA_CLASSPATH is not set: run scripts/kafka/kafka.sh install and source its env file")
+		}
+		t.Skip("Kafka jars not installed: run scripts/kafka/kafka.sh install and source its env file")
 	}
 	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Skip("no java")
+	require.NoError(t, err, "java is needed to run Kafka's DumpLogSegments")
+	class := os.Getenv("KMIRROR_KAFKA_DUMP_LOG_CLASS")
+	if class == "" {
+		class = "org.apache.kafka.tools.DumpLogSegments"
 	}
 	dir := t.TempDir()
 	l := openFile(t, dir, FileLogOptions{SegmentBytes: 4000, IndexIntervalBytes: 300})
@@ -42,7 +47,7 @@ func TestFileLogKafkaDumpLogSegments(t *testing.T) {
 		files = append(files, p, strings.TrimSuffix(p, ".log")+".index")
 	}
 	for _, extra := range [][]string{{"--deep-iteration"}, {"--verify-index-only"}, {"--index-sanity-check"}} {
-		args := append([]string{"-cp", filepath.Join(libs, "*"), "org.apache.kafka.tools.DumpLogSegments", "--files", strings.Join(files, ",")}, extra...)
+		args := append([]string{"-Xmx256m", "-cp", cp, class, "--files", strings.Join(files, ",")}, extra...)
 		out, err := exec.Command(java, args...).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		s := string(out)
