@@ -1,0 +1,230 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Code is a Kafka protocol error code as carried in the ErrorCode fields of
+// the mirror RPCs (int16 on the wire).
+type Code int16
+
+// The protocol error codes the mirror RPCs use. Codes for the new KIP-1279
+// errors (134, 136-146) are the prototype's allocations, not upstream numbers;
+// they live only in the codeTable below so they can change when the KIP is
+// voted.
+const (
+	CodeUnknownServerError               Code = -1
+	CodeNone                             Code = 0
+	CodeUnknownTopicOrPartition          Code = 3
+	CodeLeaderNotAvailable               Code = 5
+	CodeNotLeaderOrFollower              Code = 6
+	CodeRequestTimedOut                  Code = 7
+	CodeCoordinatorLoadInProgress        Code = 14
+	CodeCoordinatorNotAvailable          Code = 15
+	CodeNotCoordinator                   Code = 16
+	CodeInvalidTopic                     Code = 17
+	CodeTopicAuthorizationFailed         Code = 29
+	CodeClusterAuthorizationFailed       Code = 31
+	CodeUnsupportedVersion               Code = 35
+	CodeTopicAlreadyExists               Code = 36
+	CodeInvalidReplicationFactor         Code = 38
+	CodeInvalidConfig                    Code = 40
+	CodeNotController                    Code = 41
+	CodeInvalidRequest                   Code = 42
+	CodePolicyViolation                  Code = 44
+	CodeFencedLeaderEpoch                Code = 74
+	CodeUnknownTopicID                   Code = 100
+	CodeInconsistentTopicID              Code = 103
+	CodeFencedStateEpoch                 Code = 124
+	CodeReadOnlyTopic                    Code = 134
+	CodeClusterMirrorAlreadyExists       Code = 136
+	CodeUnknownClusterMirror             Code = 137
+	CodeTopicAlreadyInClusterMirror      Code = 138
+	CodeTopicNotInClusterMirror          Code = 139
+	CodeMirrorTopicAlreadyPaused         Code = 140
+	CodeMirrorTopicNotPaused             Code = 141
+	CodeMirrorTopicBeingStopped          Code = 142
+	CodeClusterMirrorNotEmpty            Code = 143
+	CodeClusterMirrorAuthorizationFailed Code = 144
+	CodeInvalidClusterMirrorStates       Code = 145
+	CodeMirrorTopicNotStopped            Code = 146
+)
+
+// CodeInfo describes one protocol error code.
+type CodeInfo struct {
+	Code        Code
+	Name        string // Kafka's upper-case name, e.g. "UNKNOWN_CLUSTER_MIRROR"
+	Retriable   bool   // whether a client may retry the same request unchanged
+	Description string
+}
+
+// codeTable is the one table of every code this package knows.
+var codeTable = []CodeInfo{
+	{CodeUnknownServerError, "UNKNOWN_SERVER_ERROR", false, "The server experienced an unexpected error when processing the request."},
+	{CodeNone, "NONE", false, "No error."},
+	{CodeUnknownTopicOrPartition, "UNKNOWN_TOPIC_OR_PARTITION", true, "This server does not host this topic-partition."},
+	{CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "There is no leader for this topic-partition as we are in the middle of a leadership election."},
+	{CodeNotLeaderOrFollower, "NOT_LEADER_OR_FOLLOWER", true, "This server is not the leader or a follower for that topic-partition."},
+	{CodeRequestTimedOut, "REQUEST_TIMED_OUT", true, "The request timed out."},
+	{CodeCoordinatorLoadInProgress, "COORDINATOR_LOAD_IN_PROGRESS", true, "The coordinator is loading and hence can't process requests."},
+	{CodeCoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, "The coordinator is not available."},
+	{CodeNotCoordinator, "NOT_COORDINATOR", true, "This is not the correct coordinator."},
+	{CodeInvalidTopic, "INVALID_TOPIC_EXCEPTION", false, "The request attempted to perform an operation on an invalid topic."},
+	{CodeTopicAuthorizationFailed, "TOPIC_AUTHORIZATION_FAILED", false, "Topic authorization failed."},
+	{CodeClusterAuthorizationFailed, "CLUSTER_AUTHORIZATION_FAILED", false, "Cluster authorization failed."},
+	{CodeUnsupportedVersion, "UNSUPPORTED_VERSION", false, "The version of API is not supported."},
+	{CodeTopicAlreadyExists, "TOPIC_ALREADY_EXISTS", false, "The topic already exists, or its id is used by a topic of another name."},
+	{CodeInvalidReplicationFactor, "INVALID_REPLICATION_FACTOR", false, "The replication factor is invalid or cannot be satisfied."},
+	{CodeInvalidConfig, "INVALID_CONFIG", false, "Configuration is invalid."},
+	{CodeNotController, "NOT_CONTROLLER", true, "This is not the correct controller for this cluster."},
+	{CodeInvalidRequest, "INVALID_REQUEST", false, "The request is malformed or its content is not valid."},
+	{CodePolicyViolation, "POLICY_VIOLATION", false, "Request parameters do not satisfy the configured policy."},
+	{CodeFencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "The leader epoch in the request is older than the epoch on the coordinator."},
+	{CodeUnknownTopicID, "UNKNOWN_TOPIC_ID", true, "This server does not host this topic ID."},
+	{CodeInconsistentTopicID, "INCONSISTENT_TOPIC_ID", true, "The topic ID does not match the topic name (superseded by TOPIC_ALREADY_EXISTS in the KIP)."},
+	{CodeFencedStateEpoch, "FENCED_STATE_EPOCH", false, "The state epoch in the request is older than the state epoch on the coordinator."},
+	{CodeReadOnlyTopic, "READ_ONLY_TOPIC", false, "The topic is a mirror topic that is not stopped and cannot be written to."},
+	{CodeClusterMirrorAlreadyExists, "CLUSTER_MIRROR_ALREADY_EXISTS", false, "A cluster mirror with this name already exists."},
+	{CodeUnknownClusterMirror, "UNKNOWN_CLUSTER_MIRROR", false, "The cluster mirror does not exist."},
+	{CodeTopicAlreadyInClusterMirror, "TOPIC_ALREADY_IN_CLUSTER_MIRROR", false, "The topic is already mirrored by another cluster mirror."},
+	{CodeTopicNotInClusterMirror, "TOPIC_NOT_IN_CLUSTER_MIRROR", false, "The topic does not belong to this cluster mirror."},
+	{CodeMirrorTopicAlreadyPaused, "MIRROR_TOPIC_ALREADY_PAUSED", false, "The mirror topic is already paused (prototype only; the KIP uses INVALID_CLUSTER_MIRROR_STATES)."},
+	{CodeMirrorTopicNotPaused, "MIRROR_TOPIC_NOT_PAUSED", false, "The mirror topic is not paused (prototype only; the KIP uses INVALID_CLUSTER_MIRROR_STATES)."},
+	{CodeMirrorTopicBeingStopped, "MIRROR_TOPIC_BEING_STOPPED", false, "The mirror topic is being stopped (prototype only; the KIP uses INVALID_CLUSTER_MIRROR_STATES)."},
+	{CodeClusterMirrorNotEmpty, "CLUSTER_MIRROR_NOT_EMPTY", false, "The cluster mirror still has topics (prototype only; the KIP uses INVALID_CLUSTER_MIRROR_STATES)."},
+	{CodeClusterMirrorAuthorizationFailed, "CLUSTER_MIRROR_AUTHORIZATION_FAILED", false, "Not authorized on the CLUSTER_MIRROR resource."},
+	{CodeInvalidClusterMirrorStates, "INVALID_CLUSTER_MIRROR_STATES", false, "Some partitions or topics are not in the state the operation requires."},
+	{CodeMirrorTopicNotStopped, "MIRROR_TOPIC_NOT_STOPPED", false, "The mirror topic is not stopped (prototype only; the KIP uses INVALID_CLUSTER_MIRROR_STATES)."},
+}
+
+// codeIndex maps a code to its position in codeTable; built once, never
+// mutated afterwards.
+var codeIndex = func() map[Code]int {
+	m := make(map[Code]int, len(codeTable))
+	for i, ci := range codeTable {
+		m[ci.Code] = i
+	}
+	return m
+}()
+
+// codeErrs holds one canonical *Error per known code (nil for CodeNone), so
+// that Code.Err returns a stable value.
+var codeErrs = func() []*Error {
+	errs := make([]*Error, len(codeTable))
+	for i, ci := range codeTable {
+		if ci.Code != CodeNone {
+			errs[i] = &Error{Code: ci.Code}
+		}
+	}
+	return errs
+}()
+
+// Codes returns every known code in table order (a copy).
+func Codes() []CodeInfo {
+	return append([]CodeInfo(nil), codeTable...)
+}
+
+// Info returns the table entry for c; ok is false for an unknown code.
+func (c Code) Info() (info CodeInfo, ok bool) {
+	i, ok := codeIndex[c]
+	if !ok {
+		return CodeInfo{Code: c, Name: "UNKNOWN_CODE_" + strconv.Itoa(int(c))}, false
+	}
+	return codeTable[i], true
+}
+
+// Known reports whether c is in the code table.
+func (c Code) Known() bool {
+	_, ok := codeIndex[c]
+	return ok
+}
+
+// String returns Kafka's name for the code ("UNKNOWN_CLUSTER_MIRROR"), or
+// "UNKNOWN_CODE_<n>" for a code not in the table.
+func (c Code) String() string {
+	info, _ := c.Info()
+	return info.Name
+}
+
+// Retriable reports whether a client may retry a request that failed with c.
+// Unknown codes are not retriable.
+func (c Code) Retriable() bool {
+	info, _ := c.Info()
+	return info.Retriable
+}
+
+// Err returns nil for CodeNone and otherwise an error that errors.Is matches
+// against any *Error carrying the same code.
+func (c Code) Err() error {
+	if c == CodeNone {
+		return nil
+	}
+	if i, ok := codeIndex[c]; ok {
+		return codeErrs[i]
+	}
+	return &Error{Code: c}
+}
+
+// Error is a protocol error: a code plus an optional human-readable message
+// (the ErrorMessage field of a response).
+type Error struct {
+	Code    Code
+	Message string
+}
+
+// NewError returns an *Error with code c and message msg.
+func NewError(c Code, msg string) *Error {
+	return &Error{Code: c, Message: msg}
+}
+
+// Errorf returns an *Error with code c and a formatted message.
+func Errorf(c Code, format string, args ...any) *Error {
+	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error implements error: "admin: UNKNOWN_CLUSTER_MIRROR (137): message".
+func (e *Error) Error() string {
+	s := "admin: " + e.Code.String() + " (" + strconv.Itoa(int(e.Code)) + ")"
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// Is reports whether target is an *Error with the same code, so
+// errors.Is(err, admin.CodeX.Err()) matches by code regardless of message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t != nil && e != nil && t.Code == e.Code
+}
+
+// Retriable reports whether the error's code is retriable.
+func (e *Error) Retriable() bool { return e.Code.Retriable() }
+
+// CodeOf extracts the protocol code of err: CodeNone for nil, the code of
+// the first *Error in the chain, or CodeUnknownServerError otherwise.
+func CodeOf(err error) Code {
+	if err == nil {
+		return CodeNone
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeUnknownServerError
+}
+
+// ErrorFromResponse turns a response's (ErrorCode, ErrorMessage) pair into an
+// error: nil for CodeNone, otherwise an *Error.
+func ErrorFromResponse(code int16, msg *string) error {
+	if Code(code) == CodeNone {
+		return nil
+	}
+	e := &Error{Code: Code(code)}
+	if msg != nil {
+		e.Message = *msg
+	}
+	return e
+}

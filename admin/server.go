@@ -1,0 +1,380 @@
+package admin
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DefaultMaxRequestSize is the default limit on a request frame (100 MiB,
+// Kafka's socket.request.max.bytes default).
+const DefaultMaxRequestSize = 100 << 20
+
+// apiVersionsKey is the API key of ApiVersions.
+const apiVersionsKey = 18
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("admin: server closed")
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Handler serves the RPCs. Required.
+	Handler Handler
+	// Authorizer checks permissions (spec §16.2); nil allows everything.
+	Authorizer Authorizer
+	// MaxRequestSize bounds a request frame; larger frames close the
+	// connection. 0 means DefaultMaxRequestSize.
+	MaxRequestSize int32
+	// TLS, when set, makes the server run a TLS handshake on every accepted
+	// connection (use it when the listener is a plain TCP listener).
+	TLS *tls.Config
+	// Principal names the principal of a connection (after the TLS
+	// handshake, if any). nil uses DefaultPrincipal.
+	Principal func(net.Conn) string
+	// OnError, when set, is told about connection-level problems (malformed
+	// frames, handler panics, write errors). It must not block.
+	OnError func(error)
+}
+
+// DefaultPrincipal returns "User:<subject>" of the TLS client certificate if
+// there is one, and "User:ANONYMOUS" otherwise.
+func DefaultPrincipal(c net.Conn) string {
+	if tc, ok := c.(*tls.Conn); ok {
+		if st := tc.ConnectionState(); len(st.PeerCertificates) > 0 {
+			return "User:" + st.PeerCertificates[0].Subject.String()
+		}
+	}
+	return "User:ANONYMOUS"
+}
+
+// Server serves the mirror RPCs (and ApiVersions) over the Kafka wire
+// protocol on listeners the host owns. It runs one goroutine per
+// connection, handles requests of a connection in order, and stops them all
+// in Close.
+type Server struct {
+	cfg    ServerConfig
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+}
+
+// NewServer returns a Server; it does not listen until Serve.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Handler == nil {
+		return nil, errors.New("admin: ServerConfig.Handler is nil")
+	}
+	if cfg.MaxRequestSize < 0 {
+		return nil, fmt.Errorf("admin: negative MaxRequestSize %d", cfg.MaxRequestSize)
+	}
+	if cfg.MaxRequestSize == 0 {
+		cfg.MaxRequestSize = DefaultMaxRequestSize
+	}
+	if cfg.Principal == nil {
+		cfg.Principal = DefaultPrincipal
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:    cfg,
+		ctx:    ctx,
+		cancel: cancel,
+		lns:    map[net.Listener]struct{}{},
+		conns:  map[net.Conn]struct{}{},
+	}, nil
+}
+
+// Serve accepts connections on ln until ln fails or Close is called; it
+// returns ErrServerClosed after Close. Serve may be called for several
+// listeners. The server closes ln when Serve returns.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+		_ = ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		if s.cfg.TLS != nil {
+			c = tls.Server(c, s.cfg.TLS)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = c.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// Close stops accepting, closes every connection, cancels the context given
+// to handlers and waits until every connection goroutine has returned.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	for ln := range s.lns {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) report(err error) {
+	if s.cfg.OnError != nil {
+		s.cfg.OnError(err)
+	}
+}
+
+// errClose asks the connection loop to close the connection.
+type errClose struct{ reason string }
+
+// Error implements error.
+func (e *errClose) Error() string { return "admin: closing connection: " + e.reason }
+
+func (s *Server) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		_ = c.Close()
+	}()
+	if tc, ok := c.(*tls.Conn); ok {
+		if err := tc.HandshakeContext(s.ctx); err != nil {
+			s.report(fmt.Errorf("admin: TLS handshake with %s: %w", c.RemoteAddr(), err))
+			return
+		}
+	}
+	principal := s.cfg.Principal(c)
+	remote := c.RemoteAddr().String()
+	var sizeBuf [4]byte
+	var frame []byte
+	for {
+		if _, err := io.ReadFull(c, sizeBuf[:]); err != nil {
+			return // EOF or closed: nothing to report
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > s.cfg.MaxRequestSize {
+			s.report(fmt.Errorf("admin: request of %d bytes from %s (limit %d)", size, remote, s.cfg.MaxRequestSize))
+			return
+		}
+		var err error
+		if frame, err = readFrame(c, frame[:0], int(size)); err != nil {
+			return
+		}
+		out, keep, err := s.handleFrame(frame, principal, remote)
+		if err != nil {
+			s.report(err)
+		}
+		if out != nil {
+			if _, werr := c.Write(out); werr != nil {
+				s.report(fmt.Errorf("admin: write to %s: %w", remote, werr))
+				return
+			}
+		}
+		if !keep {
+			return
+		}
+		if cap(frame) > 1<<20 {
+			frame = nil // do not pin a large buffer for the connection's life
+		}
+	}
+}
+
+// readFrame reads n bytes into buf, growing it as data arrives so that a
+// peer announcing a large frame without sending it cannot make the server
+// allocate the announced size up front.
+func readFrame(r io.Reader, buf []byte, n int) ([]byte, error) {
+	const chunk = 64 << 10
+	for len(buf) < n {
+		want := min(n-len(buf), chunk)
+		if cap(buf)-len(buf) < want {
+			grown := make([]byte, len(buf), min(n, max(2*cap(buf), len(buf)+want)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+want])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// header is a parsed request header (v1 or v2).
+type header struct {
+	key, version int16
+	correlation  int32
+	clientID     *string
+}
+
+// handleFrame serves one request frame (without its size prefix). It
+// returns the full response frame to write (nil for none), whether to keep
+// the connection open, and an error to report.
+func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte, keep bool, err error) {
+	r := kbin.Reader{Src: frame}
+	var h header
+	h.key, h.version, h.correlation = r.Int16(), r.Int16(), r.Int32()
+	h.clientID = r.NullableString()
+	if !r.Ok() {
+		return nil, false, &errClose{fmt.Sprintf("truncated request header from %s", remote)}
+	}
+	if h.key == apiVersionsKey {
+		return s.handleAPIVersions(h, r)
+	}
+	req, ok := NewRequest(h.key, h.version)
+	if !ok {
+		// Kafka closes the connection for unknown keys and for unsupported
+		// versions of keys other than ApiVersions: no response shape fits.
+		return nil, false, &errClose{fmt.Sprintf("unsupported request key %d version %d from %s", h.key, h.version, remote)}
+	}
+	kmsg.SkipTags(&r) // every mirror RPC version is flexible: header v2
+	if !r.Ok() {
+		return nil, false, &errClose{fmt.Sprintf("truncated request header tags from %s", remote)}
+	}
+	rc := &RequestContext{Principal: principal, ClientID: h.clientID, RemoteAddr: remote,
+		Key: h.key, Version: h.version, CorrelationID: h.correlation}
+	var resp kmsg.Response
+	keep = true
+	if derr := req.ReadFrom(r.Src); derr != nil {
+		resp = errorResponse(req, CodeInvalidRequest, derr.Error())
+		err = fmt.Errorf("admin: request from %s: %w", remote, derr)
+	} else {
+		var panicked bool
+		resp, panicked, err = s.call(rc, req)
+		keep = !panicked
+	}
+	resp.SetVersion(h.version)
+	out = appendResponseFrame(nil, h.correlation, true, resp)
+	return out, keep, err
+}
+
+// call authorizes and dispatches req, turning handler errors and panics into
+// error responses.
+func (s *Server) call(rc *RequestContext, req kmsg.Request) (resp kmsg.Response, panicked bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp = errorResponse(req, CodeUnknownServerError, "internal error")
+			panicked = true
+			err = fmt.Errorf("admin: handler panic on key %d from %s: %v", rc.Key, rc.RemoteAddr, p)
+		}
+	}()
+	resp, herr := Authorize(s.ctx, s.cfg.Authorizer, rc.Principal, req, func(r kmsg.Request) (kmsg.Response, error) {
+		return Dispatch(s.ctx, s.cfg.Handler, rc, r)
+	})
+	switch {
+	case resp == nil && herr == nil:
+		return errorResponse(req, CodeUnknownServerError, "handler returned no response"), false,
+			fmt.Errorf("admin: handler for key %d returned neither response nor error", rc.Key)
+	case resp == nil || herr != nil:
+		return errorResponse(req, CodeOf(herr), herrMessage(herr)), false, nil
+	}
+	return resp, false, nil
+}
+
+// herrMessage is the ErrorMessage for a handler error: the message of an
+// *Error returned as is, the error text otherwise.
+func herrMessage(err error) string {
+	if e, ok := err.(*Error); ok {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// handleAPIVersions answers ApiVersions with exactly the implemented RPCs.
+// An unsupported ApiVersions version is answered at version 0 with
+// UNSUPPORTED_VERSION, as Kafka does, so clients can retry lower.
+func (s *Server) handleAPIVersions(h header, r kbin.Reader) ([]byte, bool, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.ApiKeys = advertisedKeys()
+	if h.version < 0 || h.version > req.MaxVersion() {
+		resp.Version = 0
+		resp.ErrorCode = int16(CodeUnsupportedVersion)
+		return appendResponseFrame(nil, h.correlation, false, resp), true, nil
+	}
+	req.Version = h.version
+	resp.Version = h.version
+	if req.IsFlexible() {
+		kmsg.SkipTags(&r)
+	}
+	if !r.Ok() {
+		return nil, false, &errClose{"truncated ApiVersions header"}
+	}
+	if err := req.ReadFrom(r.Src); err != nil {
+		resp.ErrorCode = int16(CodeInvalidRequest)
+	}
+	// ApiVersions responses always use response header v0.
+	return appendResponseFrame(nil, h.correlation, false, resp), true, nil
+}
+
+// advertisedKeys lists ApiVersions itself and every implemented RPC.
+func advertisedKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := []kmsg.ApiVersionsResponseApiKey{{ApiKey: apiVersionsKey, MinVersion: 0, MaxVersion: kmsg.NewPtrApiVersionsRequest().MaxVersion()}}
+	for _, a := range apiTable {
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: a.Key, MinVersion: a.MinVersion, MaxVersion: a.MaxVersion})
+	}
+	return keys
+}
+
+// appendResponseFrame appends size, correlation id, the response header tags
+// (header v1, when flexibleHeader) and the body.
+func appendResponseFrame(dst []byte, correlation int32, flexibleHeader bool, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = kbin.AppendInt32(dst, correlation)
+	if flexibleHeader {
+		dst = append(dst, 0) // no header tags
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
