@@ -1,0 +1,561 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/records"
+)
+
+// partition status values.
+const (
+	statusLoading int32 = iota
+	statusActive
+	statusFailed // load failed: COORDINATOR_NOT_AVAILABLE
+	statusFenced // a newer owner took over: NOT_COORDINATOR
+)
+
+// Runtime runs the shards of the __mirror_state partitions this process owns.
+//
+// The host grants and revokes ownership per partition with an epoch (Load,
+// Unload); a call with an epoch older than the current one is ignored. Each
+// owned partition has one owner goroutine that loads the shard by replaying
+// the Store, then serves requests in arrival order: a command runs on the
+// working shard, its records are replayed into the working shard at once
+// (so later commands see them) and queued into the partition's batch. The
+// batch is appended when AppendLinger has passed since its first record, or
+// when it holds MaxBatchRecords records. Responses are sent only after the
+// append is durable; a response that carries no record but was computed while
+// records were pending waits for them too.
+//
+// Rollback: the goroutine keeps two shards, the committed one (replayed only
+// after a successful append) and the working one. A failed append replaces
+// the working shard by a clone of the committed one and fails exactly the
+// requests waiting on that batch: with COORDINATOR_NOT_AVAILABLE (retriable)
+// for any store error, or NOT_COORDINATOR when the store reports ErrFenced —
+// then the partition is given up until the host loads it again with a newer
+// epoch.
+//
+// Requests for a partition being loaded get COORDINATOR_LOAD_IN_PROGRESS;
+// for a partition not owned, NOT_COORDINATOR; for a partition whose load
+// failed, COORDINATOR_NOT_AVAILABLE. The codes are per partition in the
+// responses; a Go error is returned only for a cancelled context or a closed
+// runtime.
+//
+// Runtime is safe for concurrent use. Close stops every owner goroutine and
+// waits for them; it does not close the Store.
+type Runtime struct {
+	cfg   Config
+	store Store
+
+	mu     sync.Mutex           // guards the fields below
+	parts  map[int32]*partition // current owners
+	last   map[int32]*partition // newest goroutine per partition, also after Unload
+	epochs map[int32]int32      // highest epoch granted or revoked per partition
+	closed bool
+
+	wg sync.WaitGroup
+}
+
+// New returns a Runtime over store. Zero Config fields take their defaults.
+func New(cfg Config, store Store) (*Runtime, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidConfig)
+	}
+	return &Runtime{cfg: cfg, store: store, parts: make(map[int32]*partition),
+		last: make(map[int32]*partition), epochs: make(map[int32]int32)}, nil
+}
+
+// Config returns the runtime's configuration with defaults applied.
+func (r *Runtime) Config() Config { return r.cfg }
+
+// PartitionFor returns the __mirror_state partition that holds the key of
+// (mirror, topicID, partition).
+func (r *Runtime) PartitionFor(mirror string, topicID records.UUID, partition int32) int32 {
+	return records.PartitionFor(records.StateKey(mirror, topicID, partition), r.cfg.NumPartitions)
+}
+
+type partition struct {
+	id, epoch int32
+	status    atomic.Int32
+	loadErr   error // set before loaded is closed
+	ctx       context.Context
+	stop      context.CancelFunc
+	reqs      chan *op
+	loaded    chan struct{} // closed when the load finished (either way)
+	done      chan struct{} // closed when the goroutine has exited
+}
+
+type opKind uint8
+
+const (
+	opRead opKind = iota
+	opWrite
+	opDelete
+)
+
+type op struct {
+	kind   opKind
+	read   ReadRequest
+	write  WriteRequest
+	mirror string
+	resp   chan opResult // buffered, capacity 1
+	owner  *partition    // set by submit
+}
+
+type opResult struct {
+	read  ReadResponse
+	write WriteResponse
+	del   DeleteResponse
+	code  admin.Code
+	err   error
+}
+
+// Load grants ownership of partition p with the given epoch and starts
+// loading it in the background (see WaitLoaded). It is ignored when the epoch
+// is older than the newest epoch granted or revoked for p, or equal to it —
+// except to retry a load that failed. A previous owner goroutine with an
+// older epoch is stopped first (its waiting requests get NOT_COORDINATOR) and
+// the new one waits for it to exit before it touches the Store. Load returns
+// an error only for a partition out of range or a closed runtime.
+func (r *Runtime) Load(p, epoch int32) error {
+	if p < 0 || p >= r.cfg.NumPartitions {
+		return fmt.Errorf("coordinator: partition %d out of range [0,%d)", p, r.cfg.NumPartitions)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if hi, ok := r.epochs[p]; ok && epoch < hi {
+		return nil
+	}
+	if cur := r.parts[p]; cur != nil {
+		if epoch == cur.epoch && cur.status.Load() != statusFailed {
+			return nil
+		}
+		cur.stop()
+	} else if hi, ok := r.epochs[p]; ok && epoch == hi {
+		return nil // unloaded with this epoch
+	}
+	prev := r.last[p]
+	r.epochs[p] = epoch
+	ctx, cancel := context.WithCancel(context.Background())
+	np := &partition{id: p, epoch: epoch, ctx: ctx, stop: cancel, reqs: make(chan *op, r.cfg.QueueSize),
+		loaded: make(chan struct{}), done: make(chan struct{})}
+	r.parts[p] = np
+	r.last[p] = np
+	r.wg.Add(1)
+	go r.run(np, prev)
+	return nil
+}
+
+// Unload revokes ownership of p when epoch is at least the newest epoch
+// granted for p (older epochs are ignored); the owner goroutine stops and its
+// waiting requests get NOT_COORDINATOR. A later Load needs a higher epoch.
+func (r *Runtime) Unload(p, epoch int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hi, ok := r.epochs[p]; !ok || epoch < hi {
+		return
+	}
+	r.epochs[p] = epoch
+	if cur := r.parts[p]; cur != nil {
+		cur.stop()
+		delete(r.parts, p)
+	}
+}
+
+// WaitLoaded blocks until the current load of p has finished and returns its
+// error (nil when loaded). It returns a NOT_COORDINATOR *admin.Error when p
+// is not owned.
+func (r *Runtime) WaitLoaded(ctx context.Context, p int32) error {
+	r.mu.Lock()
+	cur := r.parts[p]
+	r.mu.Unlock()
+	if cur == nil {
+		return admin.NewError(admin.CodeNotCoordinator, fmt.Sprintf("state partition %d is not owned", p))
+	}
+	select {
+	case <-cur.loaded:
+		return cur.loadErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops every owner goroutine, fails their waiting requests with
+// NOT_COORDINATOR and waits until all goroutines have exited.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	for id, p := range r.parts {
+		p.stop()
+		delete(r.parts, id)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// submit hands o to the owner of partition id, or returns the code that
+// refuses it.
+func (r *Runtime) submit(ctx context.Context, id int32, o *op) (admin.Code, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return admin.CodeNone, ErrClosed
+	}
+	p := r.parts[id]
+	r.mu.Unlock()
+	if p == nil {
+		return admin.CodeNotCoordinator, nil
+	}
+	switch p.status.Load() {
+	case statusLoading:
+		return admin.CodeCoordinatorLoadInProgress, nil
+	case statusFailed:
+		return admin.CodeCoordinatorNotAvailable, nil
+	case statusFenced:
+		return admin.CodeNotCoordinator, nil
+	}
+	o.owner = p
+	select {
+	case p.reqs <- o:
+		return admin.CodeNone, nil
+	case <-p.ctx.Done():
+		return admin.CodeNotCoordinator, nil
+	case <-ctx.Done():
+		return admin.CodeNone, ctx.Err()
+	}
+}
+
+// wait returns the answer to a submitted op. The owner goroutine sends every
+// answer it will ever send before it closes done, so an op still unanswered
+// then (queued after the goroutine stopped) gets NOT_COORDINATOR.
+func wait(ctx context.Context, o *op) (opResult, error) {
+	select {
+	case res := <-o.resp:
+		return res, nil
+	case <-o.owner.done:
+		select {
+		case res := <-o.resp:
+			return res, nil
+		default:
+			return opResult{code: admin.CodeNotCoordinator}, nil
+		}
+	case <-ctx.Done():
+		return opResult{}, ctx.Err()
+	}
+}
+
+// ReadMirrorStates answers a read, routing each partition to the
+// __mirror_state partition that owns its key. Partitions of unowned or
+// loading shards carry NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
+func (r *Runtime) ReadMirrorStates(ctx context.Context, req ReadRequest) (ReadResponse, error) {
+	groups := make(map[int32][]int)
+	for i, p := range req.Partitions {
+		id := r.PartitionFor(req.MirrorName, p.TopicID, p.Partition)
+		groups[id] = append(groups[id], i)
+	}
+	resp := ReadResponse{Partitions: make([]ReadPartitionResult, len(req.Partitions))}
+	type sent struct {
+		idx []int
+		o   *op
+	}
+	var pending []sent
+	for id, idx := range groups {
+		sub := ReadRequest{MirrorName: req.MirrorName, Partitions: make([]ReadPartition, len(idx))}
+		for j, i := range idx {
+			sub.Partitions[j] = req.Partitions[i]
+		}
+		o := &op{kind: opRead, read: sub, resp: make(chan opResult, 1)}
+		code, err := r.submit(ctx, id, o)
+		if err != nil {
+			return ReadResponse{}, err
+		}
+		if code != admin.CodeNone {
+			fillRead(resp.Partitions, idx, req.Partitions, code)
+			continue
+		}
+		pending = append(pending, sent{idx, o})
+	}
+	for _, s := range pending {
+		res, err := wait(ctx, s.o)
+		if err != nil {
+			return ReadResponse{}, err
+		}
+		if res.code != admin.CodeNone {
+			fillRead(resp.Partitions, s.idx, req.Partitions, res.code)
+			continue
+		}
+		for j, i := range s.idx {
+			resp.Partitions[i] = res.read.Partitions[j]
+		}
+	}
+	return resp, nil
+}
+
+func fillRead(dst []ReadPartitionResult, idx []int, req []ReadPartition, code admin.Code) {
+	for _, i := range idx {
+		dst[i] = ReadPartitionResult{TopicID: req[i].TopicID, Partition: req[i].Partition, State: -1,
+			LeaderEpoch: -1, StateEpoch: -1, LastMirrorEpoch: -1, LastMirrorOffset: -1, ErrorCode: code}
+	}
+}
+
+// WriteMirrorStates answers a write, routing each partition to the
+// __mirror_state partition that owns its key. It returns once every accepted
+// record is durable (or its append failed).
+func (r *Runtime) WriteMirrorStates(ctx context.Context, req WriteRequest) (WriteResponse, error) {
+	groups := make(map[int32][]int)
+	for i, p := range req.Partitions {
+		id := r.PartitionFor(req.MirrorName, p.TopicID, p.Partition)
+		groups[id] = append(groups[id], i)
+	}
+	resp := WriteResponse{Partitions: make([]WritePartitionResult, len(req.Partitions))}
+	type sent struct {
+		idx []int
+		o   *op
+	}
+	var pending []sent
+	for id, idx := range groups {
+		sub := WriteRequest{MirrorName: req.MirrorName, Partitions: make([]WritePartition, len(idx))}
+		for j, i := range idx {
+			sub.Partitions[j] = req.Partitions[i]
+		}
+		o := &op{kind: opWrite, write: sub, resp: make(chan opResult, 1)}
+		code, err := r.submit(ctx, id, o)
+		if err != nil {
+			return WriteResponse{}, err
+		}
+		if code != admin.CodeNone {
+			fillWrite(resp.Partitions, idx, req.Partitions, code)
+			continue
+		}
+		pending = append(pending, sent{idx, o})
+	}
+	for _, s := range pending {
+		res, err := wait(ctx, s.o)
+		if err != nil {
+			return WriteResponse{}, err
+		}
+		if res.code != admin.CodeNone {
+			fillWrite(resp.Partitions, s.idx, req.Partitions, res.code)
+			continue
+		}
+		for j, i := range s.idx {
+			resp.Partitions[i] = res.write.Partitions[j]
+		}
+	}
+	return resp, nil
+}
+
+func fillWrite(dst []WritePartitionResult, idx []int, req []WritePartition, code admin.Code) {
+	for _, i := range idx {
+		dst[i] = WritePartitionResult{TopicID: req[i].TopicID, Partition: req[i].Partition, StateEpoch: -1,
+			ErrorCode: code, ErrorMessage: code.String()}
+	}
+}
+
+// DeleteMirror writes tombstones for both keys of every partition of mirror
+// in every __mirror_state partition this runtime owns. Other partitions are
+// the business of their own coordinators. It returns the tombstoned
+// partitions and, joined, an *admin.Error for every owned shard that could
+// not do it (loading, failed append, ...).
+func (r *Runtime) DeleteMirror(ctx context.Context, mirror string) (DeleteResponse, error) {
+	r.mu.Lock()
+	ids := make([]int32, 0, len(r.parts))
+	for id := range r.parts {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	var (
+		resp    DeleteResponse
+		errs    []error
+		pending []*op
+		pids    []int32
+	)
+	for _, id := range ids {
+		o := &op{kind: opDelete, mirror: mirror, resp: make(chan opResult, 1)}
+		code, err := r.submit(ctx, id, o)
+		if err != nil {
+			return DeleteResponse{}, err
+		}
+		if code != admin.CodeNone {
+			errs = append(errs, admin.NewError(code, fmt.Sprintf("state partition %d", id)))
+			continue
+		}
+		pending = append(pending, o)
+		pids = append(pids, id)
+	}
+	for i, o := range pending {
+		res, err := wait(ctx, o)
+		if err != nil {
+			return DeleteResponse{}, err
+		}
+		if res.code != admin.CodeNone {
+			errs = append(errs, admin.NewError(res.code, fmt.Sprintf("state partition %d", pids[i])))
+			continue
+		}
+		resp.Partitions = append(resp.Partitions, res.del.Partitions...)
+	}
+	return resp, errors.Join(errs...)
+}
+
+// waiter is a request answered when the current batch is durable.
+type waiter struct {
+	o   *op
+	res opResult
+}
+
+// run is the owner goroutine of one partition.
+func (r *Runtime) run(p *partition, prev *partition) {
+	defer r.wg.Done()
+	defer close(p.done)
+	defer p.stop()
+	defer r.store.Unload(p.id, p.epoch)
+	if prev != nil {
+		<-prev.done
+	}
+	committed := NewShard()
+	err := r.store.Load(p.ctx, p.id, p.epoch, committed.Replay)
+	if err != nil {
+		p.loadErr = fmt.Errorf("coordinator: load of state partition %d epoch %d: %w", p.id, p.epoch, err)
+		if errors.Is(err, ErrFenced) {
+			p.status.Store(statusFenced)
+		} else {
+			p.status.Store(statusFailed)
+		}
+		close(p.loaded)
+		return
+	}
+	work := committed.Clone()
+	p.status.Store(statusActive)
+	close(p.loaded)
+
+	var (
+		batch   []records.StateRecord
+		waiters []waiter
+		timer   *time.Timer
+		timerC  <-chan time.Time
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		for _, w := range waiters {
+			w.o.resp <- opResult{code: admin.CodeNotCoordinator}
+		}
+		for {
+			select {
+			case o := <-p.reqs:
+				o.resp <- opResult{code: admin.CodeNotCoordinator}
+			default:
+				return
+			}
+		}
+	}()
+
+	flush := func() bool {
+		if timerC != nil {
+			timer.Stop()
+			timerC = nil
+		}
+		if len(batch) == 0 {
+			for _, w := range waiters {
+				w.o.resp <- w.res
+			}
+			waiters = waiters[:0]
+			return true
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, r.cfg.WriteTimeout)
+		err := r.store.Append(ctx, p.id, p.epoch, batch)
+		cancel()
+		if err == nil {
+			for _, rec := range batch {
+				if rerr := committed.Replay(rec); rerr != nil {
+					err = rerr // impossible: the shard made these records
+					break
+				}
+			}
+		}
+		ok := true
+		if err != nil {
+			work = committed.Clone()
+			code := admin.CodeCoordinatorNotAvailable
+			if errors.Is(err, ErrFenced) {
+				code = admin.CodeNotCoordinator
+				p.status.Store(statusFenced)
+				ok = false
+			}
+			for _, w := range waiters {
+				w.o.resp <- opResult{code: code, err: err}
+			}
+		} else {
+			for _, w := range waiters {
+				w.o.resp <- w.res
+			}
+		}
+		batch = batch[:0]
+		waiters = waiters[:0]
+		return ok
+	}
+
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-timerC:
+			timerC = nil
+			if !flush() {
+				return
+			}
+		case o := <-p.reqs:
+			var recs []records.StateRecord
+			var res opResult
+			switch o.kind {
+			case opRead:
+				c := work.ReadMirrorStates(o.read)
+				recs, res.read = c.Records, c.Response
+			case opWrite:
+				c := work.WriteMirrorStates(o.write)
+				recs, res.write = c.Records, c.Response
+			case opDelete:
+				c := work.DeleteMirror(o.mirror)
+				recs, res.del = c.Records, c.Response
+			}
+			for _, rec := range recs {
+				_ = work.Replay(rec) // cannot fail: the shard made these records
+			}
+			if len(batch) == 0 && len(recs) == 0 {
+				o.resp <- res
+				continue
+			}
+			batch = append(batch, recs...)
+			waiters = append(waiters, waiter{o, res})
+			if len(batch) >= r.cfg.MaxBatchRecords || (r.cfg.AppendLinger < 0 && len(p.reqs) == 0) {
+				if !flush() {
+					return
+				}
+				continue
+			}
+			if timerC == nil && r.cfg.AppendLinger >= 0 {
+				if timer == nil {
+					timer = time.NewTimer(r.cfg.AppendLinger)
+				} else {
+					timer.Reset(r.cfg.AppendLinger)
+				}
+				timerC = timer.C
+			}
+		}
+	}
+}
