@@ -6,8 +6,8 @@
 // or a local log), and the per-partition fetch loop that copies raw batches
 // unchanged, truncates on divergence and tracks lag.
 //
-// Callers: the mirror package's reconciler creates one fetch loop per
-// MIRRORING partition and drives the STOPPING/PREPARING workflows directly
+// Callers: the mirror package's reconciler adds each MIRRORING partition to the
+// mirror's Fetcher and drives the STOPPING/PREPARING workflows directly
 // against the partition's Log (Truncate, BumpLeaderEpoch, AppendAsLeader of
 // ABORT and MIRROR_PID_RESET control batches).
 //
@@ -15,8 +15,15 @@
 // partition's fetch loop or workflow, never both at once) and many readers
 // (consumers serving Read, lag and describe calls). A FileLog directory is
 // owned by one process at a time, enforced with an exclusive flock on its
-// lock file. Every goroutine a fetch loop starts is stopped before its Close
-// returns.
+// lock file. The fetch loop is one goroutine per Fetcher and is the only writer
+// of the Logs it mirrors into; Remove returns once the loop no longer writes the
+// partition, and Close waits for every goroutine. Sources are safe for
+// concurrent use; KafkaSource sends each fetch to the partitions' leaders in
+// parallel, one request in flight per broker.
+//
+// Truncate keeps a batch that contains the truncation offset whole (the log
+// never holds half a batch); the fetch loop truncates at batch boundaries, where
+// divergence and LME offsets fall.
 //
 // FileLog layout (one directory per partition, PartitionDir):
 //
