@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/kmirror/kmirror/admin"
@@ -273,7 +275,9 @@ func (d *LocalDestination) Log(topic string, partition int32) (fetcher.Log, erro
 	return l, nil
 }
 
-func roKey(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }
+func roKey(topic string, partition int32) string {
+	return topic + "/" + strconv.FormatInt(int64(partition), 10)
+}
 
 // SetReadOnly implements Destination.
 func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly bool) error {
@@ -308,23 +312,36 @@ func (d *LocalDestination) CommittedOffsets(group string) map[TopicPartition]int
 	}
 	out := make(map[TopicPartition]int64, len(g))
 	for k, v := range g {
-		var tp TopicPartition
-		i := len(k) - 1
-		for i >= 0 && k[i] != '/' {
-			i--
+		if tp, ok := parseTPKey(k); ok {
+			out[tp] = v
 		}
-		if i < 0 {
-			continue
-		}
-		tp.Topic = k[:i]
-		var p int32
-		if _, err := fmt.Sscanf(k[i+1:], "%d", &p); err != nil {
-			continue
-		}
-		tp.Partition = p
-		out[tp] = v
 	}
 	return out
+}
+
+// Groups lists the groups with committed offsets, sorted (mirror.GroupLister).
+func (d *LocalDestination) Groups() []string {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	out := make([]string, 0, len(d.groups))
+	for g := range d.groups {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parseTPKey parses a "topic/partition" key written by roKey.
+func parseTPKey(k string) (TopicPartition, bool) {
+	i := strings.LastIndexByte(k, '/')
+	if i < 0 {
+		return TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(k[i+1:], 10, 32)
+	if err != nil {
+		return TopicPartition{}, false
+	}
+	return TopicPartition{Topic: k[:i], Partition: int32(p)}, true
 }
 
 // HasActiveMembers implements GroupOffsets; a group marked active with SetGroupActive is

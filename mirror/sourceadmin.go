@@ -1,0 +1,505 @@
+package mirror
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/kmirror/kmirror/records"
+)
+
+// Errors of the source admin.
+var (
+	// ErrSourceAdmin wraps every failure of a source cluster admin request.
+	ErrSourceAdmin = errors.New("mirror: source admin")
+	// ErrSourceAdminClosed is returned by a SourceAdmin used after Close.
+	ErrSourceAdminClosed = errors.New("mirror: source admin closed")
+)
+
+// SourceTopic describes one topic of the source cluster.
+type SourceTopic struct {
+	Name       string
+	TopicID    records.UUID
+	Partitions int32
+	// Internal is Kafka's internal flag (__consumer_offsets, __transaction_state, ...).
+	Internal bool
+}
+
+// SourceAdmin is what the metadata sync needs from a source cluster (spec §17). The
+// methods take a context for cancellation; an implementation whose client does not
+// support cancellation checks ctx before each request. Implementations must be safe for
+// concurrent use.
+type SourceAdmin interface {
+	// ClusterID returns the source cluster's id.
+	ClusterID(ctx context.Context) (string, error)
+	// ListTopics lists every topic of the source, sorted by name.
+	ListTopics(ctx context.Context) ([]SourceTopic, error)
+	// TopicConfigs returns, per topic, the configs set on the topic itself: no default,
+	// broker-level or sensitive values. Topics that could not be described are absent
+	// from the map and reported in the error (an errors.Join of *SourceTopicError); the
+	// map is still valid for the others.
+	TopicConfigs(ctx context.Context, topics []string) (map[string]map[string]string, error)
+	// ListGroups lists the consumer groups of the source, sorted.
+	ListGroups(ctx context.Context) ([]string, error)
+	// GroupOffsets returns the committed offsets of group (partitions with no committed
+	// offset are absent).
+	GroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error)
+	// Close releases the connections.
+	Close() error
+}
+
+// SourceTopicError is a failure about one topic of a source admin request.
+type SourceTopicError struct {
+	Topic string
+	Err   error
+}
+
+// Error implements error.
+func (e *SourceTopicError) Error() string {
+	return fmt.Sprintf("mirror: source topic %q: %v", e.Topic, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *SourceTopicError) Unwrap() error { return e.Err }
+
+// internalTopics are the topics Kafka itself flags internal.
+var internalTopics = map[string]bool{
+	"__consumer_offsets": true, "__transaction_state": true, "__share_group_state": true,
+}
+
+// SaramaConfig builds a sarama client configuration from a mirror's connection settings:
+// protocol version 3.6 (Metadata v10+ carries topic ids), TLS from the PEM files named by
+// the ssl.* keys, and SASL PLAIN or SCRAM-SHA-256/512 with sasl.username/sasl.password.
+func SaramaConfig(mc MirrorConfig, clientID string) (*sarama.Config, error) {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	if clientID != "" {
+		cfg.ClientID = clientID
+	}
+	if mc.RequestTimeout > 0 {
+		cfg.Net.DialTimeout = mc.RequestTimeout
+		cfg.Net.ReadTimeout = mc.RequestTimeout
+		cfg.Net.WriteTimeout = mc.RequestTimeout
+		cfg.Admin.Timeout = mc.RequestTimeout
+	}
+	switch mc.SecurityProtocol {
+	case "SSL", "SASL_SSL":
+		tc, err := tlsConfig(mc)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Net.TLS.Enable = true
+		cfg.Net.TLS.Config = tc
+	}
+	switch mc.SecurityProtocol {
+	case "SASL_PLAINTEXT", "SASL_SSL":
+		cfg.Net.SASL.Enable = true
+		cfg.Net.SASL.User = mc.SASLUsername
+		cfg.Net.SASL.Password = mc.SASLPassword
+		cfg.Net.SASL.Handshake = true
+		switch mc.SASLMechanism {
+		case "PLAIN", "":
+			cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		case "SCRAM-SHA-256":
+			cfg.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
+			cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAMClient(scramSHA256) }
+		case "SCRAM-SHA-512":
+			cfg.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
+			cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newSCRAMClient(scramSHA512) }
+		default:
+			return nil, fmt.Errorf("mirror: unsupported sasl.mechanism %q", mc.SASLMechanism)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("mirror: sarama config: %w", err)
+	}
+	return cfg, nil
+}
+
+func tlsConfig(mc MirrorConfig) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if !mc.TLSVerifyHostname {
+		// ssl.endpoint.identification.algorithm="": like Kafka, skip the host name check
+		// but still verify the chain against the trust store (Go's
+		// InsecureSkipVerify alone would skip both).
+		tc.InsecureSkipVerify = true
+		tc.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("mirror: tls: the server sent no certificate")
+			}
+			opts := x509.VerifyOptions{Roots: tc.RootCAs, Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(opts)
+			return err
+		}
+	}
+	if mc.TLSCAFile != "" {
+		pem, err := os.ReadFile(mc.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: read %s: %w", KeySSLCAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("mirror: %s %q holds no PEM certificate", KeySSLCAFile, mc.TLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if mc.TLSCertFile != "" || mc.TLSKeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(mc.TLSCertFile, mc.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: load client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// KafkaSourceAdmin is the SourceAdmin of a real Kafka cluster, built on a sarama Client
+// and ClusterAdmin. It connects lazily, on first use, and again after a failed connect,
+// so a mirror can be defined while its source is unreachable. sarama requests cannot be
+// cancelled: ctx is checked before each request and the request itself is bounded by
+// request.timeout.ms. Safe for concurrent use.
+type KafkaSourceAdmin struct {
+	brokers []string
+	cfg     *sarama.Config
+
+	mu     sync.Mutex // guards the fields below; held while connecting
+	client sarama.Client
+	admin  sarama.ClusterAdmin
+	closed bool
+}
+
+// NewKafkaSourceAdmin returns the admin of the source cluster of mc (bootstrap.servers,
+// TLS and SASL settings). It does not connect yet.
+func NewKafkaSourceAdmin(mc MirrorConfig) (*KafkaSourceAdmin, error) {
+	cfg, err := SaramaConfig(mc, "kmirror-source-admin")
+	if err != nil {
+		return nil, err
+	}
+	return NewKafkaSourceAdminWith(mc.BootstrapServers, cfg)
+}
+
+// NewKafkaSourceAdminWith is NewKafkaSourceAdmin with a caller-built sarama config; its
+// Version must be at least 2.8 (Metadata v10 carries topic ids).
+func NewKafkaSourceAdminWith(brokers []string, cfg *sarama.Config) (*KafkaSourceAdmin, error) {
+	if !cfg.Version.IsAtLeast(sarama.V2_8_0_0) {
+		return nil, fmt.Errorf("%w: sarama version %s is below 2.8: no topic ids", ErrSourceAdmin, cfg.Version)
+	}
+	if len(brokers) == 0 {
+		return nil, fmt.Errorf("%w: no bootstrap servers", ErrSourceAdmin)
+	}
+	return &KafkaSourceAdmin{brokers: append([]string(nil), brokers...), cfg: cfg}, nil
+}
+
+// conn returns the client and admin, connecting when needed.
+func (a *KafkaSourceAdmin) conn(ctx context.Context) (sarama.Client, sarama.ClusterAdmin, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, nil, ErrSourceAdminClosed
+	}
+	if a.client != nil {
+		return a.client, a.admin, nil
+	}
+	client, err := sarama.NewClient(a.brokers, a.cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: connect %v: %w", ErrSourceAdmin, a.brokers, err)
+	}
+	adm, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("%w: %w", ErrSourceAdmin, err)
+	}
+	a.client, a.admin = client, adm
+	return client, adm, nil
+}
+
+// broker returns a connected broker of the source cluster.
+func (a *KafkaSourceAdmin) broker(ctx context.Context) (*sarama.Broker, error) {
+	client, _, err := a.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := connectedBroker(client)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSourceAdmin, err)
+	}
+	return b, nil
+}
+
+// connectedBroker returns the least loaded broker of client, opened.
+func connectedBroker(client sarama.Client) (*sarama.Broker, error) {
+	b := client.LeastLoadedBroker()
+	if b == nil {
+		if err := client.RefreshMetadata(); err != nil {
+			return nil, err
+		}
+		if b = client.LeastLoadedBroker(); b == nil {
+			return nil, sarama.ErrOutOfBrokers
+		}
+	}
+	if err := b.Open(client.Config()); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (a *KafkaSourceAdmin) metadata(ctx context.Context) (*sarama.MetadataResponse, error) {
+	b, err := a.broker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.GetMetadata(&sarama.MetadataRequest{Version: 10})
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata: %w", ErrSourceAdmin, err)
+	}
+	return resp, nil
+}
+
+// ClusterID implements SourceAdmin (from the Metadata response).
+func (a *KafkaSourceAdmin) ClusterID(ctx context.Context) (string, error) {
+	resp, err := a.metadata(ctx)
+	if err != nil {
+		return "", err
+	}
+	if resp.ClusterID == nil {
+		return "", fmt.Errorf("%w: the source returned no cluster id", ErrSourceAdmin)
+	}
+	return *resp.ClusterID, nil
+}
+
+// ListTopics implements SourceAdmin with one Metadata v10 request for every topic;
+// topics the broker reports with an error are left out of this listing.
+func (a *KafkaSourceAdmin) ListTopics(ctx context.Context) ([]SourceTopic, error) {
+	resp, err := a.metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SourceTopic, 0, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if !errors.Is(t.Err, sarama.ErrNoError) {
+			continue // e.g. LEADER_NOT_AVAILABLE while being created: listed next time
+		}
+		out = append(out, SourceTopic{
+			Name: t.Name, TopicID: records.UUID(t.Uuid), Partitions: int32(len(t.Partitions)),
+			Internal: t.IsInternal || internalTopics[t.Name],
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// TopicConfigs implements SourceAdmin with one DescribeConfigs call for all topics;
+// it keeps entries whose source is the topic itself and that are not sensitive.
+func (a *KafkaSourceAdmin) TopicConfigs(ctx context.Context, topics []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	_, adm, err := a.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resources := make([]*sarama.ConfigResource, 0, len(topics))
+	for _, t := range topics {
+		resources = append(resources, &sarama.ConfigResource{Type: sarama.TopicResource, Name: t})
+	}
+	results, err := adm.DescribeConfigs(resources, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: describe configs: %w", ErrSourceAdmin, err)
+	}
+	var errs []error
+	for _, r := range results {
+		if r.ErrorCode != sarama.ErrNoError {
+			errs = append(errs, &SourceTopicError{Topic: r.Name, Err: fmt.Errorf("%w: describe configs: %w (%s)", ErrSourceAdmin, r.ErrorCode, r.ErrorMsg)})
+			continue
+		}
+		cfgs := map[string]string{}
+		for _, e := range r.Configs {
+			if e.Sensitive || e.Default || e.Source != sarama.SourceTopic {
+				continue
+			}
+			cfgs[e.Name] = e.Value
+		}
+		out[r.Name] = cfgs
+	}
+	for _, t := range topics {
+		if _, ok := out[t]; !ok && !hasTopicError(errs, t) {
+			errs = append(errs, &SourceTopicError{Topic: t, Err: fmt.Errorf("%w: no configs returned", ErrSourceAdmin)})
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func hasTopicError(errs []error, topic string) bool {
+	for _, e := range errs {
+		var te *SourceTopicError
+		if errors.As(e, &te) && te.Topic == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// ListGroups implements SourceAdmin (consumer groups of every broker).
+func (a *KafkaSourceAdmin) ListGroups(ctx context.Context) ([]string, error) {
+	_, adm, err := a.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := adm.ListConsumerGroups()
+	if err != nil {
+		return nil, fmt.Errorf("%w: list groups: %w", ErrSourceAdmin, err)
+	}
+	out := make([]string, 0, len(groups))
+	for g := range groups {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// GroupOffsets implements SourceAdmin (OffsetFetch for all partitions of group).
+func (a *KafkaSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
+	_, adm, err := a.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := adm.ListConsumerGroupOffsets(group, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: offsets of group %q: %w", ErrSourceAdmin, group, err)
+	}
+	if !errors.Is(resp.Err, sarama.ErrNoError) {
+		return nil, fmt.Errorf("%w: offsets of group %q: %w", ErrSourceAdmin, group, resp.Err)
+	}
+	out := map[TopicPartition]int64{}
+	for topic, parts := range resp.Blocks {
+		for p, blk := range parts {
+			if blk == nil || !errors.Is(blk.Err, sarama.ErrNoError) || blk.Offset < 0 {
+				continue
+			}
+			out[TopicPartition{Topic: topic, Partition: p}] = blk.Offset
+		}
+	}
+	return out, nil
+}
+
+// Close implements SourceAdmin.
+func (a *KafkaSourceAdmin) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	if a.admin == nil {
+		return nil
+	}
+	return a.admin.Close() // closes the client too
+}
+
+// GroupLister is optionally implemented by a Destination (next to GroupOffsets) that can
+// list the groups it stores offsets for.
+type GroupLister interface {
+	Groups() []string
+}
+
+// LocalSourceAdmin is a SourceAdmin over an in-process Destination, so that a kmirror
+// site can be the source of another (reverse mirroring, simulations). Topics come from
+// Destination.Topics, configs from TopicSpec.Configs, offsets from the Destination's
+// GroupOffsets. Groups come from a GroupLister Destination, else from the Groups
+// function given to NewLocalSourceAdmin. Safe for concurrent use when the Destination
+// is.
+type LocalSourceAdmin struct {
+	dest   Destination
+	groups func() []string
+}
+
+// NewLocalSourceAdmin returns a SourceAdmin over dest. groups lists the groups to offer
+// when dest does not implement GroupLister (nil: none).
+func NewLocalSourceAdmin(dest Destination, groups func() []string) *LocalSourceAdmin {
+	return &LocalSourceAdmin{dest: dest, groups: groups}
+}
+
+// ClusterID implements SourceAdmin.
+func (a *LocalSourceAdmin) ClusterID(ctx context.Context) (string, error) {
+	return a.dest.ClusterID(), ctx.Err()
+}
+
+// ListTopics implements SourceAdmin.
+func (a *LocalSourceAdmin) ListTopics(ctx context.Context) ([]SourceTopic, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	specs := a.dest.Topics()
+	out := make([]SourceTopic, 0, len(specs))
+	for _, s := range specs {
+		out = append(out, SourceTopic{Name: s.Name, TopicID: s.TopicID, Partitions: s.Partitions, Internal: internalTopics[s.Name]})
+	}
+	return out, nil
+}
+
+// TopicConfigs implements SourceAdmin.
+func (a *LocalSourceAdmin) TopicConfigs(ctx context.Context, topics []string) (map[string]map[string]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	var errs []error
+	for _, t := range topics {
+		s, ok := a.dest.Topic(t)
+		if !ok {
+			errs = append(errs, &SourceTopicError{Topic: t, Err: fmt.Errorf("%w: unknown topic", ErrSourceAdmin)})
+			continue
+		}
+		out[t] = cloneConfigs(s.Configs)
+	}
+	return out, errors.Join(errs...)
+}
+
+// ListGroups implements SourceAdmin.
+func (a *LocalSourceAdmin) ListGroups(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var gs []string
+	if gl, ok := a.dest.(GroupLister); ok {
+		gs = gl.Groups()
+	} else if a.groups != nil {
+		gs = a.groups()
+	}
+	gs = append([]string(nil), gs...)
+	sort.Strings(gs)
+	return gs, nil
+}
+
+// GroupOffsets implements SourceAdmin.
+func (a *LocalSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g, ok := a.dest.(GroupOffsets)
+	if !ok {
+		return nil, fmt.Errorf("%w: the destination stores no group offsets", ErrSourceAdmin)
+	}
+	out := map[TopicPartition]int64{}
+	for tp, off := range g.CommittedOffsets(group) {
+		out[tp] = off
+	}
+	return out, nil
+}
+
+// Close implements SourceAdmin; the Destination stays open (its owner closes it).
+func (a *LocalSourceAdmin) Close() error { return nil }

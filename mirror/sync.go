@@ -1,0 +1,477 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// DefaultSyncInterval is the default period of the metadata sync
+// (mirror.metadata.refresh.interval.ms, spec §17).
+const DefaultSyncInterval = 30 * time.Second
+
+// Sync errors; each per-topic or per-group failure is a *SyncError wrapping one of these
+// or the failing call's error.
+var (
+	// ErrSourceTopicRecreated: the source topic's id differs from the mirror topic's (it
+	// was deleted and recreated at the source). It is never recreated silently; the
+	// operator must stop the mirror topic.
+	ErrSourceTopicRecreated = errors.New("mirror: source topic recreated with another topic id")
+	// ErrSourceTopicMissing: a MIRRORING topic no longer exists at the source (deletion
+	// is not propagated, spec §1.4).
+	ErrSourceTopicMissing = errors.New("mirror: source topic missing")
+	// ErrDestinationTopicMismatch: the destination topic has another topic id than the
+	// mirror topic.
+	ErrDestinationTopicMismatch = errors.New("mirror: destination topic id mismatch")
+)
+
+// SyncError is one failure of a sync cycle, about one topic or one group.
+type SyncError struct {
+	Mirror string
+	Op     string // "discover", "topic", "create", "partitions", "configs", "group"
+	Topic  string // "" for a group error
+	Group  string // "" for a topic error
+	Err    error
+}
+
+// Error implements error.
+func (e *SyncError) Error() string {
+	subject := "topic " + e.Topic
+	if e.Group != "" {
+		subject = "group " + e.Group
+	}
+	return fmt.Sprintf("mirror: sync %s of mirror %q, %s: %v", e.Op, e.Mirror, subject, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *SyncError) Unwrap() error { return e.Err }
+
+// SyncStats reports one sync cycle.
+type SyncStats struct {
+	TopicsDiscovered int // topics started by auto-discovery
+	TopicsCreated    int // destination topics created
+	PartitionsGrown  int // partitions added to destination topics
+	ConfigsChanged   int // topic config values altered on the destination
+	GroupsSynced     int // groups with at least one offset committed
+	OffsetsSynced    int // partition offsets committed
+	GroupsSkipped    int // groups skipped because they have active members on the destination
+	// Errors are the per-topic and per-group failures (*SyncError); they do not stop
+	// the cycle.
+	Errors []error
+}
+
+// SyncConfig configures a Syncer.
+type SyncConfig struct {
+	// Mirror is the name of the mirror to sync (required).
+	Mirror string
+	// Controller holds the mirror's definition and topics (required).
+	Controller *Controller
+	// Source is the mirror's source cluster (required).
+	Source SourceAdmin
+	// Destination is the local cluster (required). Group offsets are synced only when it
+	// implements GroupOffsets.
+	Destination Destination
+	// Interval is the period of Run; default DefaultSyncInterval.
+	Interval time.Duration
+	// Logger receives per-topic and per-group events; default: discard.
+	Logger *slog.Logger
+}
+
+// Validate checks cfg and fills in defaults.
+func (cfg *SyncConfig) Validate() error {
+	var problems []string
+	if cfg.Mirror == "" {
+		problems = append(problems, "Mirror is required")
+	}
+	if cfg.Controller == nil {
+		problems = append(problems, "Controller is required")
+	}
+	if cfg.Source == nil {
+		problems = append(problems, "Source is required")
+	}
+	if cfg.Destination == nil {
+		problems = append(problems, "Destination is required")
+	}
+	if cfg.Interval < 0 {
+		problems = append(problems, "Interval must not be negative")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("mirror: sync config: %s", strings.Join(problems, "; "))
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultSyncInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Syncer runs the periodic source synchronisation of one mirror (spec §17): discovery of
+// new source topics, creation and partition growth of destination topics, topic config
+// sync and consumer-group offset sync. SyncOnce runs one cycle; Run repeats it. Cycles
+// are serialized; a Syncer is safe for concurrent use.
+type Syncer struct {
+	cfg SyncConfig
+	mu  sync.Mutex // serializes cycles
+}
+
+// NewSyncer validates cfg and returns a Syncer.
+func NewSyncer(cfg SyncConfig) (*Syncer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Syncer{cfg: cfg}, nil
+}
+
+// Run calls SyncOnce now and then every Interval until ctx is done; it returns ctx's
+// error. Cycle failures are logged, not returned.
+func (s *Syncer) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	return s.RunTicks(ctx, t.C)
+}
+
+// RunTicks is Run driven by the caller's ticks (tests and hosts with their own clock).
+func (s *Syncer) RunTicks(ctx context.Context, ticks <-chan time.Time) error {
+	for {
+		if _, err := s.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("mirror sync cycle failed", "mirror", s.cfg.Mirror, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticks:
+		}
+	}
+}
+
+// cycle is the state of one SyncOnce.
+type cycle struct {
+	s     *Syncer
+	cfg   MirrorConfig
+	stats SyncStats
+	log   *slog.Logger
+	// source topics by name
+	src map[string]SourceTopic
+	// healthy MIRRORING topics (source id = mirror id, destination topic present)
+	healthy map[string]bool
+}
+
+func (c *cycle) fail(op, topic, group string, err error) {
+	e := &SyncError{Mirror: c.s.cfg.Mirror, Op: op, Topic: topic, Group: group, Err: err}
+	c.stats.Errors = append(c.stats.Errors, e)
+	c.log.Warn("mirror sync error", "op", op, "topic", topic, "group", group, "err", err)
+}
+
+// SyncOnce runs one sync cycle. The returned error is a failure of the whole cycle (the
+// mirror is unknown, the source cannot be listed); per-topic and per-group failures are
+// in SyncStats.Errors.
+func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.cfg.Controller.Mirror(s.cfg.Mirror)
+	if !ok {
+		return SyncStats{}, unknownMirror(s.cfg.Mirror)
+	}
+	c := &cycle{s: s, cfg: m.Config, log: s.cfg.Logger.With("mirror", s.cfg.Mirror), healthy: map[string]bool{}}
+	topics, err := s.cfg.Source.ListTopics(ctx)
+	if err != nil {
+		return c.stats, fmt.Errorf("mirror: sync of mirror %q: list source topics: %w", s.cfg.Mirror, err)
+	}
+	c.src = make(map[string]SourceTopic, len(topics))
+	for _, t := range topics {
+		c.src[t.Name] = t
+	}
+	if err := c.discover(ctx, topics); err != nil {
+		return c.stats, err
+	}
+	if err := ctx.Err(); err != nil {
+		return c.stats, err
+	}
+	c.syncTopics(ctx)
+	if err := ctx.Err(); err != nil {
+		return c.stats, err
+	}
+	c.syncGroups(ctx)
+	return c.stats, ctx.Err()
+}
+
+// discover starts, in one controller append, every source topic that matches the
+// mirror's include/exclude patterns (internal topics never) and that the controller does
+// not know yet. Topics the controller already knows (in this mirror in any state, in
+// another mirror, or dissociated after a failover) are left alone: restarting them is an
+// operator decision.
+func (c *cycle) discover(ctx context.Context, topics []SourceTopic) error {
+	var metas []TopicMeta
+	for _, t := range topics {
+		if t.Internal || !c.cfg.IncludesTopic(t.Name) {
+			continue
+		}
+		if _, known := c.s.cfg.Controller.Topic(t.Name); known {
+			continue
+		}
+		metas = append(metas, TopicMeta{Name: t.Name, TopicID: t.TopicID, NumPartitions: t.Partitions})
+	}
+	if len(metas) == 0 {
+		return nil
+	}
+	results, err := c.s.cfg.Controller.StartTopics(ctx, c.s.cfg.Mirror, metas, nil, nil)
+	if err != nil {
+		return fmt.Errorf("mirror: sync of mirror %q: start discovered topics: %w", c.s.cfg.Mirror, err)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			c.fail("discover", r.Topic, "", r.Err)
+			continue
+		}
+		c.stats.TopicsDiscovered++
+		c.log.Info("mirror topic discovered", "topic", r.Topic)
+	}
+	return nil
+}
+
+// syncTopics creates, grows and configures the destination topic of every MIRRORING
+// topic of the mirror.
+func (c *cycle) syncTopics(ctx context.Context) {
+	dest := c.s.cfg.Destination
+	mirroring := c.mirroringTopics()
+	var names []string
+	for _, ts := range mirroring {
+		st, ok := c.src[ts.Topic]
+		if !ok {
+			c.fail("topic", ts.Topic, "", ErrSourceTopicMissing)
+			continue
+		}
+		if st.TopicID != ts.TopicID {
+			c.fail("topic", ts.Topic, "", fmt.Errorf("%w: mirror topic id %s, source topic id %s", ErrSourceTopicRecreated, ts.TopicID, st.TopicID))
+			continue
+		}
+		names = append(names, ts.Topic)
+	}
+	srcConfigs, cfgErr := c.s.cfg.Source.TopicConfigs(ctx, names)
+	for _, name := range names {
+		st := c.src[name]
+		cfgs, haveCfgs := srcConfigs[name]
+		if !haveCfgs {
+			err := topicErr(cfgErr, name)
+			if err == nil {
+				err = fmt.Errorf("%w: no configs returned for the topic", ErrSourceAdmin)
+			}
+			c.fail("configs", name, "", err)
+		}
+		synced := filterTopicConfigs(cfgs, c.cfg.TopicPropertiesExclude)
+		dt, ok := dest.Topic(name)
+		if !ok {
+			if !haveCfgs {
+				continue // created with its configs (KAFKA-12254) once they can be read
+			}
+			spec := TopicSpec{Name: name, TopicID: st.TopicID, Partitions: st.Partitions, Configs: synced}
+			if err := dest.CreateTopic(ctx, spec); err != nil {
+				c.fail("create", name, "", err)
+				continue
+			}
+			c.stats.TopicsCreated++
+			c.log.Info("destination topic created", "topic", name, "partitions", st.Partitions, "configs", len(synced))
+			c.healthy[name] = true
+			continue
+		}
+		if dt.TopicID != st.TopicID {
+			c.fail("create", name, "", fmt.Errorf("%w: destination topic id %s, source topic id %s", ErrDestinationTopicMismatch, dt.TopicID, st.TopicID))
+			continue
+		}
+		c.healthy[name] = true
+		switch {
+		case st.Partitions > dt.Partitions:
+			if err := dest.CreatePartitions(ctx, name, st.Partitions); err != nil {
+				c.fail("partitions", name, "", err)
+			} else {
+				c.stats.PartitionsGrown += int(st.Partitions - dt.Partitions)
+				c.log.Info("destination partitions grown", "topic", name, "from", dt.Partitions, "to", st.Partitions)
+			}
+		case st.Partitions < dt.Partitions:
+			c.log.Warn("source topic has fewer partitions than the destination", "topic", name, "source", st.Partitions, "destination", dt.Partitions)
+		}
+		if haveCfgs {
+			changed := map[string]string{}
+			for k, v := range synced {
+				if cur, ok := dt.Configs[k]; !ok || cur != v {
+					changed[k] = v
+				}
+			}
+			if len(changed) == 0 {
+				continue
+			}
+			if err := dest.AlterTopicConfigs(ctx, name, changed); err != nil {
+				c.fail("configs", name, "", err)
+				continue
+			}
+			c.stats.ConfigsChanged += len(changed)
+			c.log.Info("destination topic configs synced", "topic", name, "changed", sortedKeys(changed))
+		}
+	}
+}
+
+// mirroringTopics returns the topics of the mirror whose desired state is MIRRORING.
+func (c *cycle) mirroringTopics() []TopicState {
+	var out []TopicState
+	for _, ts := range c.s.cfg.Controller.Topics(c.s.cfg.Mirror) {
+		if ts.Desired == statemachine.DesiredMirroring {
+			out = append(out, ts)
+		}
+	}
+	return out
+}
+
+// syncGroups copies committed offsets of the mirror's groups for partitions of healthy
+// MIRRORING topics: synced = max(destLogStart, min(sourceCommitted, destLEO)), never
+// lower than what the destination group has committed, and never for groups with
+// active members on the destination.
+func (c *cycle) syncGroups(ctx context.Context) {
+	g, ok := c.s.cfg.Destination.(GroupOffsets)
+	if !ok || len(c.healthy) == 0 {
+		return
+	}
+	groups, err := c.s.cfg.Source.ListGroups(ctx)
+	if err != nil {
+		c.fail("group", "", "*", err)
+		return
+	}
+	for _, group := range groups {
+		if ctx.Err() != nil {
+			return
+		}
+		if !c.cfg.IncludesGroup(group) {
+			continue
+		}
+		if g.HasActiveMembers(group) {
+			c.stats.GroupsSkipped++
+			c.log.Info("group offset sync skipped: the group has active members on the destination", "group", group)
+			continue
+		}
+		src, err := c.s.cfg.Source.GroupOffsets(ctx, group)
+		if err != nil {
+			c.fail("group", "", group, err)
+			continue
+		}
+		have := g.CommittedOffsets(group)
+		commit := map[TopicPartition]int64{}
+		for tp, committed := range src {
+			if !c.healthy[tp.Topic] {
+				continue
+			}
+			l, err := c.s.cfg.Destination.Log(tp.Topic, tp.Partition)
+			if err != nil {
+				continue // partition not created yet on the destination
+			}
+			synced := ClampGroupOffset(committed, l.LogStartOffset(), l.LogEndOffset())
+			if cur, ok := have[tp]; ok && cur >= synced {
+				continue // never rewind, and nothing to do when equal
+			}
+			commit[tp] = synced
+		}
+		if len(commit) == 0 {
+			continue
+		}
+		if err := g.CommitOffsets(group, commit); err != nil {
+			c.fail("group", "", group, err)
+			continue
+		}
+		c.stats.GroupsSynced++
+		c.stats.OffsetsSynced += len(commit)
+		c.log.Debug("group offsets synced", "group", group, "partitions", len(commit))
+	}
+}
+
+// ClampGroupOffset is the offset-sync clamp of spec §17:
+// max(logStart, min(committed, logEnd)). A group is never placed beyond the mirrored
+// data, nor before the destination's log start.
+func ClampGroupOffset(committed, logStart, logEnd int64) int64 {
+	return max(logStart, min(committed, logEnd))
+}
+
+// filterTopicConfigs returns cfgs minus the keys matching an exclude pattern.
+func filterTopicConfigs(cfgs map[string]string, exclude []string) map[string]string {
+	out := make(map[string]string, len(cfgs))
+	for k, v := range cfgs {
+		if !matchProperty(exclude, k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// matchProperty reports whether name matches one of the patterns of
+// mirror.topic.properties.exclude: literal names where '*' matches any run of
+// characters (e.g. "mirror.*").
+func matchProperty(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if globMatch(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches s against p where '*' matches any (possibly empty) run of bytes.
+func globMatch(p, s string) bool {
+	star, mark := -1, 0
+	i, j := 0, 0
+	for j < len(s) {
+		switch {
+		case i < len(p) && p[i] == '*':
+			star, mark = i, j
+			i++
+		case i < len(p) && p[i] == s[j]:
+			i++
+			j++
+		case star >= 0:
+			i = star + 1
+			mark++
+			j = mark
+		default:
+			return false
+		}
+	}
+	for i < len(p) && p[i] == '*' {
+		i++
+	}
+	return i == len(p)
+}
+
+// topicErr returns the *SourceTopicError of topic within err (a join), else err.
+func topicErr(err error, topic string) error {
+	if err == nil {
+		return nil
+	}
+	var te *SourceTopicError
+	for _, e := range unwrapAll(err) {
+		if errors.As(e, &te) && te.Topic == topic {
+			return te
+		}
+	}
+	return err
+}
+
+func unwrapAll(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
