@@ -12,6 +12,8 @@
 #   stop-node CLUSTER ID    stop one node (CLUSTER is a or b, ID its node id), keep its data.
 #   start-node CLUSTER ID   start a stopped node again and wait until its cluster lists all brokers.
 #   status                  one line per node, plus the broker count each cluster serves.
+#   tls                     (re)generate the self-signed CA and broker certificate of B's SASL_SSL
+#                           listener if missing (start does this itself).
 #   logs [NODE] [LINES]     tail the broker logs (NODE like a1, a2, a3, b1; default all, 50 lines).
 #   env                     print the env file.
 #
@@ -21,7 +23,8 @@
 #   KMIRROR_KAFKA_WORKDIR        data, logs, pids and the env file (default /tmp/kmirror-kafka).
 #   KMIRROR_KAFKA_BASE_PORT      first port (default 19092). Layout, with P the base port:
 #                                  A node i (1..3): client P+i-1, controller P+100+i-1
-#                                  B node 1:        client P+10,  controller P+110
+#                                  B node 1:        client P+10,  controller P+110,
+#                                                   SASL_SSL (SCRAM-SHA-512 over TLS) P+20
 #   KMIRROR_KAFKA_HEAP           JVM heap flags per node (default "-Xms256m -Xmx512m").
 #   KMIRROR_KAFKA_JVM_OPTS       other JVM flags per node (default "-XX:+UseG1GC -XX:MaxGCPauseMillis=20").
 #   KMIRROR_KAFKA_START_TIMEOUT  seconds to wait for a cluster to be ready (default 300).
@@ -31,11 +34,15 @@
 #   KMIRROR_KAFKA_FORMAT_ARGS    extra arguments for the storage tool's format command
 #                                (e.g. "--feature eligible.leader.replicas.version=0").
 #
-# Hook for SASL (not built yet): a SASL_PLAINTEXT/SCRAM listener on B would be one more listener in
-# write_config (listeners, advertised.listeners, listener.security.protocol.map,
-# sasl.enabled.mechanisms), SCRAM users added with the storage tool's --add-scram at format time
-# (format_node), and one more variable in the env file (KMIRROR_KAFKA_B_SASL). See
-# internal/kafkatest/doc.go.
+#   KMIRROR_KAFKA_SASL_USER      SCRAM-SHA-512 user of B's SASL_SSL listener (default kmirror).
+#   KMIRROR_KAFKA_SASL_PASSWORD  its password (default kmirror-secret).
+#
+# TLS + SASL on cluster B: besides PLAINTEXT, B's node opens a SASL_SSL listener (P+20) that
+# accepts SCRAM-SHA-512 only. start generates, once, a self-signed CA and a broker certificate for
+# 127.0.0.1/localhost with openssl (<workdir>/tls: ca.pem, broker.p12), creates the SCRAM user
+# with the storage tool's --add-scram at format time, and writes KMIRROR_KAFKA_B_SASL_SSL (address),
+# KMIRROR_KAFKA_B_CA (CA PEM path), KMIRROR_KAFKA_B_USER and KMIRROR_KAFKA_B_PASSWORD to the env
+# file. A running setup whose B node predates the listener is restarted from scratch by start.
 #
 # Every listener binds to 127.0.0.1 only.
 set -euo pipefail
@@ -52,6 +59,10 @@ HEAP="${KMIRROR_KAFKA_HEAP:--Xms256m -Xmx512m}"
 JVM_OPTS="${KMIRROR_KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20}"
 START_TIMEOUT="${KMIRROR_KAFKA_START_TIMEOUT:-300}"
 STOP_TIMEOUT="${KMIRROR_KAFKA_STOP_TIMEOUT:-30}"
+SASL_USER="${KMIRROR_KAFKA_SASL_USER:-kmirror}"
+SASL_PASSWORD="${KMIRROR_KAFKA_SASL_PASSWORD:-kmirror-secret}"
+TLS_DIR="$WORKDIR/tls"
+TLS_STORE_PASSWORD="kmirror-test-store"
 
 INSTALL_DIR="$CACHE/$VERSION"
 CLASSPATH_FILE="$INSTALL_DIR/classpath"
@@ -174,6 +185,7 @@ load_install() {
 client_port() { # cluster id
 	if [[ "$1" == a ]]; then echo $((BASE_PORT + $2 - 1)); else echo $((BASE_PORT + 10 + $2 - 1)); fi
 }
+sasl_ssl_port() { echo $((BASE_PORT + 20)); }
 controller_port() {
 	if [[ "$1" == a ]]; then echo $((BASE_PORT + 100 + $2 - 1)); else echo $((BASE_PORT + 110 + $2 - 1)); fi
 }
@@ -199,16 +211,35 @@ write_config() { # cluster id
 	rf=$((n < 3 ? n : 3))
 	isr=$((rf > 1 ? 2 : 1))
 	if [[ "$c" == a ]]; then extra="${KMIRROR_KAFKA_EXTRA_CONFIG_A:-}"; else extra="${KMIRROR_KAFKA_EXTRA_CONFIG_B:-}"; fi
+	local listeners advertised protomap sasl=""
+	listeners="PLAINTEXT://127.0.0.1:$(client_port "$c" "$id"),CONTROLLER://127.0.0.1:$(controller_port "$c" "$id")"
+	advertised="PLAINTEXT://127.0.0.1:$(client_port "$c" "$id")"
+	protomap="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	if [[ "$c" == b ]]; then
+		listeners+=",SASL_SSL://127.0.0.1:$(sasl_ssl_port)"
+		advertised+=",SASL_SSL://127.0.0.1:$(sasl_ssl_port)"
+		protomap+=",SASL_SSL:SASL_SSL"
+		sasl="# SASL_SSL listener: SCRAM-SHA-512 over TLS (server certificate only, no client auth)
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$TLS_DIR/broker.p12
+listener.name.sasl_ssl.ssl.keystore.password=$TLS_STORE_PASSWORD
+listener.name.sasl_ssl.ssl.key.password=$TLS_STORE_PASSWORD
+listener.name.sasl_ssl.ssl.client.auth=none"
+	fi
 	cat >"$dir/server.properties" <<EOF
 # generated by scripts/kafka/kafka.sh — cluster $c node $id
 process.roles=broker,controller
 node.id=$id
 controller.quorum.voters=$(voters_of "$c")
-listeners=PLAINTEXT://127.0.0.1:$(client_port "$c" "$id"),CONTROLLER://127.0.0.1:$(controller_port "$c" "$id")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(client_port "$c" "$id")
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protomap
+$sasl
 log.dirs=$dir/data
 num.partitions=1
 default.replication.factor=$rf
@@ -256,12 +287,15 @@ EOF
 }
 
 format_node() { # cluster id cluster-id
-	local c="$1" id="$2" cid="$3" dir
+	local c="$1" id="$2" cid="$3" dir scram=()
 	dir="$(node_dir "$c" "$id")"
+	if [[ "$c" == b ]]; then
+		scram=(--add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
+	fi
 	# shellcheck disable=SC2086
 	java -Xmx256m -cp "$CP" -Dlog4j2.configurationFile="$WORKDIR/log4j2.properties" \
 		-Dkafka.logs.dir="$dir/logs" "$STORAGE_TOOL_CLASS" format \
-		-t "$cid" -c "$dir/server.properties" ${KMIRROR_KAFKA_FORMAT_ARGS:-} \
+		-t "$cid" -c "$dir/server.properties" ${KMIRROR_KAFKA_FORMAT_ARGS:-} "${scram[@]}" \
 		>"$dir/logs/format.log" 2>&1 || {
 		cat "$dir/logs/format.log" >&2
 		return 1
@@ -271,6 +305,47 @@ format_node() { # cluster id cluster-id
 # Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
 random_cluster_id() {
 	head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+}
+
+# ---------------------------------------------------------------------------------------------
+# TLS material of B's SASL_SSL listener
+
+# cmd_tls writes <workdir>/tls/{ca.pem,ca.key,broker.pem,broker.key,broker.p12} unless a
+# complete set exists whose broker certificate is valid for another day.
+cmd_tls() {
+	command -v openssl >/dev/null || die "openssl not found (needed for B's SASL_SSL listener)"
+	if [[ -s "$TLS_DIR/ca.pem" && -s "$TLS_DIR/broker.p12" && -s "$TLS_DIR/broker.pem" ]] &&
+		openssl x509 -checkend 86400 -noout -in "$TLS_DIR/broker.pem" >/dev/null 2>&1; then
+		return 0
+	fi
+	local tmp="$TLS_DIR.tmp.$$"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	(
+		cd "$tmp"
+		openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=kmirror test CA" \
+			-keyout ca.key -out ca.pem -addext "basicConstraints=critical,CA:TRUE" \
+			-addext "keyUsage=critical,keyCertSign,cRLSign"
+		openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout broker.key -out broker.csr
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >broker.ext
+		openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+			-extfile broker.ext -out broker.pem
+		openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
+			-passout "pass:$TLS_STORE_PASSWORD" -out broker.p12
+	) >"$tmp.log" 2>&1 || {
+		cat "$tmp.log" >&2
+		rm -rf "$tmp" "$tmp.log"
+		die "could not generate TLS material"
+	}
+	rm -f "$tmp.log" "$tmp/broker.csr" "$tmp/broker.ext"
+	rm -rf "$TLS_DIR"
+	mv "$tmp" "$TLS_DIR"
+	log "generated TLS material in $TLS_DIR"
+}
+
+# b_has_sasl reports whether B's node config has the SASL_SSL listener (older setups do not).
+b_has_sasl() {
+	grep -q '^listeners=.*SASL_SSL://' "$(node_dir b 1)/server.properties" 2>/dev/null
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -382,6 +457,10 @@ export KMIRROR_KAFKA_VERSION=$VERSION
 export KMIRROR_KAFKA_BASE_PORT=$BASE_PORT
 export KMIRROR_KAFKA_SCRIPT=$SCRIPT_PATH
 export KMIRROR_KAFKA_DUMP_LOG_CLASS=$DUMP_LOG_CLASS
+export KMIRROR_KAFKA_B_SASL_SSL=127.0.0.1:$(sasl_ssl_port)
+export KMIRROR_KAFKA_B_CA=$TLS_DIR/ca.pem
+export KMIRROR_KAFKA_B_USER=$SASL_USER
+export KMIRROR_KAFKA_B_PASSWORD=$SASL_PASSWORD
 EOF
 	mv "$f.new" "$f"
 }
@@ -393,7 +472,10 @@ cmd_start() {
 	load_install
 	mkdir -p "$WORKDIR"
 	build_probe
-	if all_running; then
+	cmd_tls
+	if all_running && ! b_has_sasl; then
+		log "cluster B predates its SASL_SSL listener: restarting both clusters from scratch"
+	elif all_running; then
 		log "clusters already running; checking readiness"
 		wait_cluster a && wait_cluster b || exit 1
 		write_env
@@ -516,10 +598,11 @@ stop) cmd_stop ;;
 stop-node) cmd_stop_node "$@" ;;
 start-node) cmd_start_node "$@" ;;
 status) cmd_status ;;
+tls) cmd_tls ;;
 logs) cmd_logs "$@" ;;
 env) cat "$WORKDIR/env" ;;
 *)
-	sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+	awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
 	[[ -z "$CMD" || "$CMD" == help || "$CMD" == -h || "$CMD" == --help ]] || exit 2
 	;;
 esac
