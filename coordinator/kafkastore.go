@@ -235,7 +235,7 @@ func (s *KafkaStore) ensureTopic(ctx context.Context) error {
 			return fmt.Errorf("coordinator: create topic %s: %w", s.cfg.Topic, err)
 		}
 		if err == nil {
-			return s.client.RefreshMetadata(s.cfg.Topic)
+			return s.waitLeaders(ctx)
 		}
 		md, err = adm.DescribeTopics([]string{s.cfg.Topic})
 		if err != nil {
@@ -272,6 +272,37 @@ func (s *KafkaStore) ensureTopic(ctx context.Context) error {
 		return fmt.Errorf("%w: topic %s has cleanup.policy=%s, need compact", ErrTopicMismatch, s.cfg.Topic, policy)
 	}
 	return nil
+}
+
+// waitLeaders waits until every partition of a just-created state topic has a leader,
+// so that a Load straight after NewKafkaStore does not meet NOT_LEADER_OR_FOLLOWER. It
+// gives up with an error after the configured timeout.
+func (s *KafkaStore) waitLeaders(ctx context.Context) error {
+	deadline := time.Now().Add(s.cfg.Timeout)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := s.client.RefreshMetadata(s.cfg.Topic)
+		if err == nil {
+			ready := true
+			for p := int32(0); p < s.cfg.NumPartitions && ready; p++ {
+				if _, lerr := s.client.Leader(s.cfg.Topic, p); lerr != nil {
+					ready = false
+				}
+			}
+			if ready {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("coordinator: state topic %s has partitions without a leader after %v", s.cfg.Topic, s.cfg.Timeout)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // isFenced reports whether err says a newer producer epoch owns the
