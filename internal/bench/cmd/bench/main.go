@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/bench"
+)
+
+func main() {
+	bench.MaybeChild()
+	os.Exit(run())
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func run() int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./internal/bench/cmd/bench [flags]\n\n"+
+			"Copies one lz4 topic from cluster A with each contender in turn (raw fetch ceiling, kmirror,\n"+
+			"sarama copier, MirrorMaker 2) and reports MB/s, CPU s/GB and peak RSS of each.\n"+
+			"Start the clusters first: bash scripts/kafka/kafka.sh start && source /tmp/kmirror-kafka/env\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	a := fs.String("a", os.Getenv("KMIRROR_KAFKA_A"), "source cluster A seed brokers, comma-separated (default $KMIRROR_KAFKA_A)")
+	b := fs.String("b", os.Getenv("KMIRROR_KAFKA_B"), "destination cluster B seed brokers (default $KMIRROR_KAFKA_B)")
+	mb := fs.Int64("mb", 512, "MiB of record values to produce (lz4 halves them on disk)")
+	recordBytes := fs.Int("record-bytes", 1024, "bytes per record value")
+	partitions := fs.Int("partitions", 6, "partitions of the benchmark topic")
+	rf := fs.Int("rf", 1, "replication factor of the benchmark topics")
+	contenders := fs.String("contenders", strings.Join(bench.AllContenders, ","), "contenders to run, in order")
+	mm2Script := fs.String("mm2-script", "scripts/bench/mm2.sh", "script that resolves MirrorMaker 2's classpath")
+	repeat := fs.Int("repeat", 3, "rounds of each Go contender (interleaved); the median is reported. MM2 runs once")
+	mm2Tasks := fs.Int("mm2-tasks", 3, "MirrorMaker 2 tasks.max")
+	kafkaVersion := fs.String("kafka-version", os.Getenv("KMIRROR_KAFKA_VERSION"), "Kafka version to record (default $KMIRROR_KAFKA_VERSION)")
+	outJSON := fs.String("json", "docs/bench/results.json", "results JSON file (empty: none)")
+	md := fs.String("md", "docs/BENCHMARKS.md", "markdown file whose generated section is replaced (empty: none)")
+	chart := fs.String("chart", "docs/bench/throughput.png", "PNG bar chart (empty: none)")
+	workDir := fs.String("workdir", "", "directory for kmirror's FileLogs and MM2's files (default: a temp dir, removed)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "time limit of each contender")
+	profile := fs.String("cpuprofile-dir", "", "write a CPU profile of every Go contender round into this directory")
+	keep := fs.Bool("keep-topics", false, "keep the benchmark topics after the run")
+	noFsync := fs.Bool("kmirror-no-fsync", false, "diagnostic: kmirror's FileLogs use FsyncNever instead of FsyncOnFlush")
+	render := fs.String("render", "", "do not run: regenerate -md and -chart from this results JSON")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	cfg := bench.Config{
+		SourceBrokers: splitList(*a), DestBrokers: splitList(*b),
+		DataBytes: *mb << 20, RecordBytes: *recordBytes, Partitions: int32(*partitions), ReplicationFactor: int16(*rf),
+		Contenders: splitList(*contenders), MM2Tasks: *mm2Tasks, Repeat: *repeat, KafkaVersion: *kafkaVersion,
+		ResultsJSON: *outJSON, Markdown: *md, Chart: *chart, WorkDir: *workDir, Timeout: *timeout, KeepTopics: *keep, ProfileDir: *profile, KmirrorNoFsync: *noFsync,
+		Command: strings.TrimSpace("go run ./internal/bench/cmd/bench " + strings.Join(os.Args[1:], " ")),
+		Log:     os.Stderr,
+	}
+	if *quiet {
+		cfg.Log = nil
+	}
+	if *render != "" {
+		data, err := os.ReadFile(*render)
+		if err == nil {
+			var rep bench.Report
+			if err = json.Unmarshal(data, &rep); err == nil {
+				err = bench.Render(cfg, &rep)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: render:", err)
+			return 1
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for _, c := range cfg.Contenders {
+		if c == bench.ContenderMM2 {
+			cp, err := bench.MM2Classpath(ctx, *mm2Script, os.Stderr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			cfg.MM2Classpath = cp
+		}
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Print(bench.MarkdownSection(rep))
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			return 1
+		}
+	}
+	return 0
+}
