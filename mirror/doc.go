@@ -2,9 +2,43 @@
 // state machine and the admin handlers into the KIP-1279 workflows (create, start, pause,
 // resume, stop, fail back, delete, list, describe).
 //
-// The Controller holds desired state: mirror definitions (the CLUSTER_MIRROR configs of
-// spec §13.2, validated by ParseMirrorConfig) and the desired state of every mirror topic,
-// recorded in a ControllerLog as records.ControllerRecord values. It validates desired
-// states only, with per-topic StateOffset fencing; actual partition states are checked by
-// the caller through the coordinator (spec §9.7).
+// # What a Mirror owns
+//
+// New builds a Mirror for one destination cluster (or one host instance of it) from a
+// Config: the host's Destination (topics, partition logs, read-only flags, group offsets;
+// LocalDestination ships file-backed and in-memory), a ControllerLog for desired state
+// (MemoryControllerLog, or KafkaControllerLog on a compacted topic) and a coordinator.Store
+// for actual partition states (coordinator.MemoryStore, or coordinator.KafkaStore on
+// __mirror_state). The Mirror then owns:
+//
+//   - the Controller: mirror definitions (the CLUSTER_MIRROR configs of spec §13.2,
+//     validated by ParseMirrorConfig) and the desired state of every mirror topic, with
+//     per-topic StateOffset fencing. It validates desired states only.
+//   - a coordinator.Runtime. A single-process host lets New load every __mirror_state
+//     partition with owner epoch 1; a multi-instance host sets
+//     Config.ManualCoordinatorOwnership and calls Coordinator().Load/Unload as it gains and
+//     loses ownership.
+//   - per mirror, a source and its fetch loops (created lazily by the SourceFactory; by
+//     default a fetcher.KafkaSource and a KafkaSourceAdmin), a Syncer for the periodic
+//     metadata sync (discovery, topic creation with the source's topic id, partition
+//     growth, config sync, group-offset sync), and a Peer to look up the last mirror epoch
+//     on the other cluster during PREPARING (by default an admin client to the source; a
+//     *Mirror is itself a Peer for in-process sites).
+//   - one reconciler per mirror partition: read the actual state through the coordinator
+//     (raising the highest leader epoch seen), compute the next state with statemachine,
+//     write it fenced by leader epoch and state epoch, and only once the write is durable
+//     carry out the state's actions in phase order.
+//
+// Lifecycle operations validate actual partition states through the coordinator
+// (statemachine.CheckOp, refusals are INVALID_CLUSTER_MIRROR_STATES naming the partition
+// and state), then ask the Controller with the validated controller offset as StateOffset.
+// NewAdminHandler serves the same operations, and the instance-to-instance RPCs, over the
+// Kafka wire protocol through an admin.Server.
+//
+// # Concurrency
+//
+// A Mirror is safe for concurrent use. It runs one goroutine per mirror partition, the fetch
+// loops of each mirror (Config.FetchersPerMirror) and one sync loop per mirror; coordinator
+// writes of many partitions are committed in groups. Close stops every goroutine it started
+// and returns when they are gone; it closes neither the Destination nor the stores.
 package mirror

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kmirror/kmirror/admin"
+)
+
+// Table headers (spec §14.7, §14.8).
+var (
+	listHeader     = []string{"MIRROR", "TOPICS", "SOURCE-CLUSTER-ID", "SOURCE-BOOTSTRAP-SERVER"}
+	describeHeader = []string{"MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"}
+	failedHeader   = []string{"MIRROR", "TOPIC", "PARTITION", "RETRY", "ERROR"}
+)
+
+// listEntry is one mirror of --list --output json.
+type listEntry struct {
+	Mirror          string   `json:"mirror"`
+	TopicCount      int32    `json:"topicCount"`
+	Topics          []string `json:"topics"`
+	SourceClusterID string   `json:"sourceClusterId"`
+	SourceBootstrap string   `json:"sourceBootstrap"`
+}
+
+// mirrorDesc is one mirror of --describe --output json.
+type mirrorDesc struct {
+	Mirror          string          `json:"mirror"`
+	SourceBootstrap string          `json:"sourceBootstrap"`
+	SourceClusterID string          `json:"sourceClusterId"`
+	ErrorCode       int16           `json:"errorCode,omitempty"`
+	Error           string          `json:"error,omitempty"`
+	Partitions      []partitionDesc `json:"partitions"`
+}
+
+// partitionDesc is one partition of a mirrorDesc.
+type partitionDesc struct {
+	Topic             string `json:"topic"`
+	Partition         int32  `json:"partition"`
+	State             string `json:"state"`
+	SourceOffset      int64  `json:"sourceOffset"`
+	DestinationOffset int64  `json:"destinationOffset"`
+	Lag               int64  `json:"lag"`
+	LastMirrorEpoch   int32  `json:"lastMirrorEpoch"`
+	LastMirrorOffset  int64  `json:"lastMirrorOffset"`
+	RetryAttempt      int16  `json:"retryAttempt"`
+	ErrorCode         int16  `json:"errorCode,omitempty"`
+	Error             string `json:"error,omitempty"`
+}
+
+// opResult is the JSON result of create, delete and the topic operations.
+type opResult struct {
+	Mirror    string        `json:"mirror"`
+	Operation string        `json:"operation"`
+	Patterns  []string      `json:"patterns,omitempty"`
+	Topics    []topicResult `json:"topics"`
+}
+
+// topicResult is one topic's outcome of a topic operation.
+type topicResult struct {
+	Topic     string `json:"topic"`
+	ErrorCode int16  `json:"errorCode"`
+	ErrorName string `json:"errorName,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+func newTopicResult(topic string, code int16, msg *string) topicResult {
+	r := topicResult{Topic: topic, ErrorCode: code, Error: deref(msg)}
+	if code != 0 {
+		r.ErrorName = admin.Code(code).String()
+	}
+	return r
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeTable prints an aligned table like kafka-consumer-groups.
+func writeTable(w io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// offsetText prints an offset or lag, "-" when unknown (-1).
+func offsetText(v int64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,406 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/records"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// HandlerOption configures the admin handler of NewAdminHandler.
+type HandlerOption func(*handler)
+
+// WithHandlerLogger makes the handler log the unexpected errors it answers with
+// UNKNOWN_SERVER_ERROR (default: the Mirror's logger).
+func WithHandlerLogger(l *slog.Logger) HandlerOption {
+	return func(h *handler) { h.log = l }
+}
+
+// NewAdminHandler returns the admin.Handler that serves the KIP-1279 RPCs with m's Go
+// API: the admin RPCs (create, delete, list, describe, start, stop, pause, resume) map
+// to the facade's workflows and the instance RPCs (ReadMirrorStates, WriteMirrorStates,
+// ReadMirrorOffsets, BumpLeaderEpochs) to its coordinator and destination. Mount it on
+// an admin.Server:
+//
+//	srv, _ := admin.NewServer(admin.ServerConfig{Handler: mirror.NewAdminHandler(m)})
+//	go srv.Serve(listener)
+//
+// Errors travel as Kafka error codes: an *admin.Error anywhere in an error's chain
+// keeps its code, a context deadline is REQUEST_TIMED_OUT, an invalid config
+// INVALID_CONFIG, anything else UNKNOWN_SERVER_ERROR with the error text as message.
+// A request's TimeoutMs (when positive) bounds the call. The handler is safe for
+// concurrent use.
+func NewAdminHandler(m *Mirror, opts ...HandlerOption) admin.Handler {
+	h := &handler{m: m, log: m.log}
+	for _, o := range opts {
+		o(h)
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h
+}
+
+// handler implements admin.Handler over a *Mirror.
+type handler struct {
+	m   *Mirror
+	log *slog.Logger
+}
+
+var _ admin.Handler = (*handler)(nil)
+
+// withTimeout bounds ctx by a request's TimeoutMs (ignored when not positive).
+func withTimeout(ctx context.Context, ms int32) (context.Context, context.CancelFunc) {
+	if ms <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+}
+
+// wireError turns a facade error into the *admin.Error the server puts on the wire.
+func (h *handler) wireError(rc *admin.RequestContext, err error) *admin.Error {
+	if err == nil {
+		return nil
+	}
+	var ae *admin.Error
+	if errors.As(err, &ae) {
+		if ae == err {
+			return ae
+		}
+		// Keep the wrapping context but not the inner error's "admin: CODE (n)" prefix.
+		msg := strings.Replace(err.Error(), ae.Error(), ae.Message, 1)
+		return admin.NewError(ae.Code, msg)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return admin.NewError(admin.CodeRequestTimedOut, err.Error())
+	case errors.Is(err, ErrInvalidConfig):
+		return admin.NewError(admin.CodeInvalidConfig, err.Error())
+	}
+	key := int16(-1)
+	if rc != nil {
+		key = rc.Key
+	}
+	h.log.Warn("mirror: admin request failed", "api_key", key, "error", err)
+	return admin.NewError(admin.CodeUnknownServerError, err.Error())
+}
+
+// codeAndMessage splits a per-item error into response fields.
+func (h *handler) codeAndMessage(rc *admin.RequestContext, err error) (int16, *string) {
+	if err == nil {
+		return 0, nil
+	}
+	ae := h.wireError(rc, err)
+	if ae.Message == "" {
+		return int16(ae.Code), nil
+	}
+	msg := ae.Message
+	return int16(ae.Code), &msg
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// CreateClusterMirror implements admin.Handler (spec §11.1). A config with a null
+// value is left out (its default applies); a name given twice is INVALID_REQUEST.
+func (h *handler) CreateClusterMirror(ctx context.Context, rc *admin.RequestContext, req *admin.CreateClusterMirrorRequest) (*admin.CreateClusterMirrorResponse, error) {
+	configs := make(map[string]string, len(req.Configs))
+	seen := make(map[string]bool, len(req.Configs))
+	for _, c := range req.Configs {
+		if seen[c.Name] {
+			return nil, admin.Errorf(admin.CodeInvalidRequest, "config %q is given more than once", c.Name)
+		}
+		seen[c.Name] = true
+		if c.Value != nil {
+			configs[c.Name] = *c.Value
+		}
+	}
+	if err := h.m.CreateClusterMirror(ctx, req.MirrorName, configs); err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	resp := admin.NewPtrCreateClusterMirrorResponse()
+	return resp, nil
+}
+
+// DeleteClusterMirrors implements admin.Handler (spec §11.2). StateOffset is not
+// forwarded: the facade fences with the controller offset it validated against itself.
+func (h *handler) DeleteClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.DeleteClusterMirrorsRequest) (*admin.DeleteClusterMirrorsResponse, error) {
+	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
+	defer cancel()
+	if err := h.m.DeleteClusterMirrors(ctx, []string{req.MirrorName})[req.MirrorName]; err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	return admin.NewPtrDeleteClusterMirrorsResponse(), nil
+}
+
+// ListClusterMirrors implements admin.Handler (spec §11.3). An unknown desired state
+// in the filter is INVALID_REQUEST.
+func (h *handler) ListClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.ListClusterMirrorsRequest) (*admin.ListClusterMirrorsResponse, error) {
+	f := ListFilter{
+		SourceClusterIDs:  req.SourceClusterIdFilter,
+		MirrorNames:       req.MirrorNameFilter,
+		IncludeTopicNames: req.IncludeTopicNames,
+	}
+	for _, s := range req.DesiredMirrorStateFilter {
+		d, err := statemachine.ParseDesired(s)
+		if err != nil {
+			return nil, admin.Errorf(admin.CodeInvalidRequest, "desired state filter: %v", err)
+		}
+		f.DesiredStates = append(f.DesiredStates, d)
+	}
+	ls, err := h.m.ListClusterMirrors(ctx, f)
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	resp := admin.NewPtrListClusterMirrorsResponse()
+	for _, l := range ls {
+		rm := admin.NewListClusterMirrorsResponseMirror()
+		rm.MirrorName = l.Name
+		rm.SourceBootstrap = l.SourceBootstrap
+		rm.SourceClusterId = l.SourceClusterID
+		rm.TopicCount = int32(l.TopicCount)
+		if req.IncludeTopicNames {
+			rm.TopicNames = append([]string{}, l.TopicNames...)
+		}
+		resp.Mirrors = append(resp.Mirrors, rm)
+	}
+	return resp, nil
+}
+
+// DescribeClusterMirrors implements admin.Handler (spec §11.4). A named mirror that
+// does not exist is answered with a per-mirror UNKNOWN_CLUSTER_MIRROR; the others are
+// still described. Partitions have RetryAttempt 0 (the facade does not report it).
+func (h *handler) DescribeClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.DescribeClusterMirrorsRequest) (*admin.DescribeClusterMirrorsResponse, error) {
+	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
+	defer cancel()
+	o := DescribeOptions{
+		IncludeStates: req.IncludeMirrorStates,
+		IncludeLags:   req.IncludeMirrorLags,
+	}
+	if req.ClusterId != nil {
+		o.ClusterID = *req.ClusterId
+	}
+	if req.TopicPartitions != nil {
+		o.TopicPartitions = make(map[string][]int32, len(req.TopicPartitions))
+		for _, tp := range req.TopicPartitions {
+			o.TopicPartitions[tp.Topic] = append(o.TopicPartitions[tp.Topic], tp.Partitions...)
+		}
+	}
+	resp := admin.NewPtrDescribeClusterMirrorsResponse()
+	var descs []MirrorDescription
+	if req.MirrorNames == nil {
+		ds, err := h.m.DescribeClusterMirrors(ctx, nil, o)
+		if err != nil {
+			return nil, h.wireError(rc, err)
+		}
+		descs = ds
+	} else {
+		// One call per name, so that an unknown name fails alone.
+		for _, name := range dedupe(req.MirrorNames) {
+			ds, err := h.m.DescribeClusterMirrors(ctx, []string{name}, o)
+			if err != nil {
+				if admin.CodeOf(err) != admin.CodeUnknownClusterMirror {
+					return nil, h.wireError(rc, err)
+				}
+				rm := admin.NewDescribeClusterMirrorsResponseMirror()
+				rm.MirrorName = name
+				rm.ErrorCode, rm.ErrorMessage = h.codeAndMessage(rc, err)
+				resp.Mirrors = append(resp.Mirrors, rm)
+				continue
+			}
+			descs = append(descs, ds...)
+		}
+	}
+	for _, d := range descs {
+		resp.Mirrors = append(resp.Mirrors, describeMirror(d))
+	}
+	return resp, nil
+}
+
+// describeMirror converts one MirrorDescription to its wire form.
+func describeMirror(d MirrorDescription) admin.DescribeClusterMirrorsResponseMirror {
+	rm := admin.NewDescribeClusterMirrorsResponseMirror()
+	rm.MirrorName = d.Name
+	rm.SourceBootstrap = strPtr(d.SourceBootstrap)
+	rm.SourceClusterId = strPtr(d.SourceClusterID)
+	for _, t := range d.Topics {
+		rt := admin.NewDescribeClusterMirrorsResponseMirrorTopic()
+		rt.TopicName = t.Topic
+		for _, p := range t.Partitions {
+			rp := admin.NewDescribeClusterMirrorsResponseMirrorTopicPartition()
+			rp.PartitionIndex = p.Partition
+			rp.ErrorCode = int16(p.ErrorCode)
+			rp.State = int8(p.State)
+			rp.ErrorMessage = strPtr(p.ErrorMessage)
+			rp.SourceOffset = p.SourceOffset
+			rp.DestinationOffset = p.DestinationOffset
+			rp.LastMirrorEpoch = p.LastMirrorEpoch
+			rp.LastMirrorOffset = p.LastMirrorOffset
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		rm.Topics = append(rm.Topics, rt)
+	}
+	return rm
+}
+
+// topicOutcome is one per-topic result in wire form.
+type topicOutcome struct {
+	name string
+	code int16
+	msg  *string
+}
+
+func (h *handler) outcomes(rc *admin.RequestContext, res []TopicResult) []topicOutcome {
+	out := make([]topicOutcome, 0, len(res))
+	for _, r := range res {
+		code, msg := h.codeAndMessage(rc, r.Err)
+		out = append(out, topicOutcome{name: r.Topic, code: code, msg: msg})
+	}
+	return out
+}
+
+// StartMirrorTopics implements admin.Handler (spec §11.5). The facade reads topic ids
+// and partition counts from the source itself, so only the requested names are
+// forwarded; NumPartitions is not checked. A non-zero TopicId that differs from the id
+// of an existing destination topic of that name is refused with TOPIC_ALREADY_EXISTS
+// for that topic (spec §14.2 step 4).
+func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.StartMirrorTopicsRequest) (*admin.StartMirrorTopicsResponse, error) {
+	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
+	defer cancel()
+	resp := admin.NewPtrStartMirrorTopicsResponse()
+	names := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		if id := records.UUID(t.TopicId); id != (records.UUID{}) {
+			if spec, ok := h.m.Destination().Topic(t.Name); ok && spec.TopicID != id {
+				rt := admin.NewStartMirrorTopicsResponseTopic()
+				rt.Name, rt.ErrorCode = t.Name, int16(admin.CodeTopicAlreadyExists)
+				rt.ErrorMessage = strPtr(fmt.Sprintf("topic %q exists with id %s, not %s", t.Name, spec.TopicID, id))
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
+		}
+		names = append(names, t.Name)
+	}
+	res, err := h.m.StartMirrorTopics(ctx, req.MirrorName, names, StartOptions{
+		IncludePatterns: req.IncludePatterns, ExcludePatterns: req.ExcludePatterns})
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	for _, o := range h.outcomes(rc, res) {
+		rt := admin.NewStartMirrorTopicsResponseTopic()
+		rt.Name, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// StopMirrorTopics implements admin.Handler (spec §11.6). It answers once the desired
+// state is STOPPED; the partitions reach STOPPED asynchronously (poll
+// DescribeClusterMirrors). StateOffset is not forwarded (see DeleteClusterMirrors).
+func (h *handler) StopMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.StopMirrorTopicsRequest) (*admin.StopMirrorTopicsResponse, error) {
+	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
+	defer cancel()
+	names := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		names = append(names, t.TopicName)
+	}
+	res, err := h.m.StopMirrorTopics(ctx, req.MirrorName, names, StopOptions{Patterns: req.Patterns})
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	resp := admin.NewPtrStopMirrorTopicsResponse()
+	for _, o := range h.outcomes(rc, res) {
+		rt := admin.NewStopMirrorTopicsResponseTopic()
+		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// PauseMirrorTopics implements admin.Handler (spec §11.7).
+func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.PauseMirrorTopicsRequest) (*admin.PauseMirrorTopicsResponse, error) {
+	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
+	defer cancel()
+	names := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		names = append(names, t.TopicName)
+	}
+	res, err := h.m.PauseMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	resp := admin.NewPtrPauseMirrorTopicsResponse()
+	for _, o := range h.outcomes(rc, res) {
+		rt := admin.NewPauseMirrorTopicsResponseTopic()
+		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// ResumeMirrorTopics implements admin.Handler (spec §11.7).
+func (h *handler) ResumeMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.ResumeMirrorTopicsRequest) (*admin.ResumeMirrorTopicsResponse, error) {
+	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
+	defer cancel()
+	names := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		names = append(names, t.TopicName)
+	}
+	res, err := h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	resp := admin.NewPtrResumeMirrorTopicsResponse()
+	for _, o := range h.outcomes(rc, res) {
+		rt := admin.NewResumeMirrorTopicsResponseTopic()
+		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// ReadMirrorStates implements admin.Handler (spec §11.8) with Mirror.ReadMirrorStates.
+func (h *handler) ReadMirrorStates(ctx context.Context, rc *admin.RequestContext, req *admin.ReadMirrorStatesRequest) (*admin.ReadMirrorStatesResponse, error) {
+	resp, err := h.m.ReadMirrorStates(ctx, req)
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	return resp, nil
+}
+
+// WriteMirrorStates implements admin.Handler (spec §11.9) with Mirror.WriteMirrorStates.
+func (h *handler) WriteMirrorStates(ctx context.Context, rc *admin.RequestContext, req *admin.WriteMirrorStatesRequest) (*admin.WriteMirrorStatesResponse, error) {
+	resp, err := h.m.WriteMirrorStates(ctx, req)
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	return resp, nil
+}
+
+// ReadMirrorOffsets implements admin.Handler (spec §11.10) with Mirror.ReadMirrorOffsets.
+func (h *handler) ReadMirrorOffsets(ctx context.Context, rc *admin.RequestContext, req *admin.ReadMirrorOffsetsRequest) (*admin.ReadMirrorOffsetsResponse, error) {
+	resp, err := h.m.ReadMirrorOffsets(ctx, req)
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	return resp, nil
+}
+
+// BumpLeaderEpochs implements admin.Handler (spec §11.11) with Mirror.BumpLeaderEpochs.
+func (h *handler) BumpLeaderEpochs(ctx context.Context, rc *admin.RequestContext, req *admin.BumpLeaderEpochsRequest) (*admin.BumpLeaderEpochsResponse, error) {
+	resp, err := h.m.BumpLeaderEpochs(ctx, req)
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	return resp, nil
+}

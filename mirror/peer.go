@@ -1,0 +1,207 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// *Mirror is the Peer of an in-process site.
+var _ Peer = (*Mirror)(nil)
+
+// KgoOptions returns the franz-go client options that reach the source cluster of cfg:
+// seed brokers, TLS and SASL (PLAIN, SCRAM-SHA-256/512) from the mirror configs.
+func KgoOptions(cfg MirrorConfig) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.BootstrapServers...)}
+	if cfg.RequestTimeout > 0 {
+		opts = append(opts, kgo.RequestTimeoutOverhead(cfg.RequestTimeout))
+	}
+	switch cfg.SecurityProtocol {
+	case "SSL", "SASL_SSL":
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	switch cfg.SecurityProtocol {
+	case "SASL_PLAINTEXT", "SASL_SSL":
+		switch cfg.SASLMechanism {
+		case "PLAIN", "":
+			opts = append(opts, kgo.SASL(plain.Auth{User: cfg.SASLUsername, Pass: cfg.SASLPassword}.AsMechanism()))
+		case "SCRAM-SHA-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASLUsername, Pass: cfg.SASLPassword}.AsSha256Mechanism()))
+		case "SCRAM-SHA-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASLUsername, Pass: cfg.SASLPassword}.AsSha512Mechanism()))
+		default:
+			return nil, fmt.Errorf("%w: unsupported sasl.mechanism %q", ErrInvalidConfig, cfg.SASLMechanism)
+		}
+	}
+	return opts, nil
+}
+
+// DefaultSourceFactory builds a fetcher.KafkaSource (read_uncommitted, fetch tuning from
+// the mirror configs) and a KafkaSourceAdmin for the source cluster of cfg.
+func DefaultSourceFactory(name string, cfg MirrorConfig) (fetcher.Source, SourceAdmin, error) {
+	opts, err := KgoOptions(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts = append(opts, kgo.ClientID("kmirror-"+name))
+	src, err := fetcher.NewKafkaSource(fetcher.KafkaSourceConfig{
+		SeedBrokers: cfg.BootstrapServers, ClientOptions: opts, IsolationLevel: fetcher.ReadUncommitted,
+		MaxWait: cfg.FetchMaxWait, MinBytes: cfg.FetchMinBytes, MaxBytes: cfg.FetchResponseMaxBytes,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sa, err := NewKafkaSourceAdmin(cfg)
+	if err != nil {
+		_ = src.Close()
+		return nil, nil, err
+	}
+	return src, sa, nil
+}
+
+// DefaultPeerFactory builds a Peer that sends the KIP's admin RPCs to the source cluster
+// of cfg (NewKafkaPeer).
+func DefaultPeerFactory(name string, cfg MirrorConfig) (Peer, error) {
+	return NewKafkaPeer(cfg, kgo.ClientID("kmirror-peer-"+name))
+}
+
+// AdminPeer is a Peer over an admin.Client: ListClusterMirrors and
+// DescribeClusterMirrors sent over the Kafka protocol. A cluster that does not serve
+// these APIs (a plain Kafka cluster, kfake) answers as if it had no mirror, so the LME
+// lookup yields -1 (mirror from scratch, spec §6.3 step 5): kgo refuses to send a key
+// the broker does not advertise, so such clusters never see the request. Safe for
+// concurrent use.
+type AdminPeer struct {
+	cl    *admin.Client
+	close func()
+}
+
+// NewAdminPeer returns a Peer over cl (built with admin.ClientOpts). Close does not
+// close cl's kgo client.
+func NewAdminPeer(cl *admin.Client) *AdminPeer { return &AdminPeer{cl: cl} }
+
+// NewKafkaPeer connects a kgo client (with admin.ClientOpts) to the source cluster of
+// cfg; Close closes it.
+func NewKafkaPeer(cfg MirrorConfig, extra ...kgo.Opt) (*AdminPeer, error) {
+	opts, err := KgoOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, admin.ClientOpts()...)
+	opts = append(opts, extra...)
+	kcl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: peer client: %w", err)
+	}
+	return &AdminPeer{cl: admin.NewClient(kcl), close: kcl.Close}, nil
+}
+
+// Close releases the client made by NewKafkaPeer.
+func (p *AdminPeer) Close() error {
+	if p.close != nil {
+		p.close()
+	}
+	return nil
+}
+
+// unsupported reports whether err means the peer does not serve the mirror APIs.
+func unsupported(err error) bool {
+	if err == nil {
+		return false
+	}
+	if admin.CodeOf(err) == admin.CodeUnsupportedVersion {
+		return true
+	}
+	// kgo's errBrokerTooOld (unexported): the broker's ApiVersions lack the key.
+	return strings.Contains(err.Error(), "broker is too old") || strings.Contains(err.Error(), "unknown request key")
+}
+
+// ListClusterMirrors implements Peer.
+func (p *AdminPeer) ListClusterMirrors(ctx context.Context, f ListFilter) ([]MirrorListing, error) {
+	req := admin.NewPtrListClusterMirrorsRequest()
+	req.SourceClusterIdFilter = f.SourceClusterIDs
+	req.MirrorNameFilter = f.MirrorNames
+	for _, d := range f.DesiredStates {
+		req.DesiredMirrorStateFilter = append(req.DesiredMirrorStateFilter, d.String())
+	}
+	req.IncludeTopicNames = f.IncludeTopicNames
+	resp, err := p.cl.ListClusterMirrors(ctx, req)
+	if unsupported(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MirrorListing, 0, len(resp.Mirrors))
+	for _, m := range resp.Mirrors {
+		out = append(out, MirrorListing{Name: m.MirrorName, SourceBootstrap: m.SourceBootstrap,
+			SourceClusterID: m.SourceClusterId, TopicCount: int(m.TopicCount), TopicNames: m.TopicNames})
+	}
+	return out, nil
+}
+
+// DescribeClusterMirrors implements Peer.
+func (p *AdminPeer) DescribeClusterMirrors(ctx context.Context, names []string, o DescribeOptions) ([]MirrorDescription, error) {
+	req := admin.NewPtrDescribeClusterMirrorsRequest()
+	req.MirrorNames = names
+	for topic, parts := range o.TopicPartitions {
+		tp := admin.NewDescribeClusterMirrorsRequestTopicPartitions()
+		tp.Topic, tp.Partitions = topic, parts
+		req.TopicPartitions = append(req.TopicPartitions, tp)
+	}
+	req.IncludeMirrorStates, req.IncludeMirrorLags = o.IncludeStates, o.IncludeLags
+	if o.ClusterID != "" {
+		id := o.ClusterID
+		req.ClusterId = &id
+	}
+	resp, err := p.cl.DescribeClusterMirrors(ctx, req)
+	if unsupported(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MirrorDescription, 0, len(resp.Mirrors))
+	var errs []error
+	for _, m := range resp.Mirrors {
+		if err := admin.ErrorFromResponse(m.ErrorCode, m.ErrorMessage); err != nil {
+			errs = append(errs, fmt.Errorf("mirror %q: %w", m.MirrorName, err))
+			continue
+		}
+		d := MirrorDescription{Name: m.MirrorName}
+		if m.SourceBootstrap != nil {
+			d.SourceBootstrap = *m.SourceBootstrap
+		}
+		if m.SourceClusterId != nil {
+			d.SourceClusterID = *m.SourceClusterId
+		}
+		for _, t := range m.Topics {
+			td := TopicDescription{Topic: t.TopicName}
+			for _, pp := range t.Partitions {
+				pd := PartitionDescription{Partition: pp.PartitionIndex, State: statemachine.State(pp.State),
+					LastMirrorEpoch: pp.LastMirrorEpoch, LastMirrorOffset: pp.LastMirrorOffset,
+					SourceOffset: pp.SourceOffset, DestinationOffset: pp.DestinationOffset, ErrorCode: admin.Code(pp.ErrorCode)}
+				if pp.ErrorMessage != nil {
+					pd.ErrorMessage = *pp.ErrorMessage
+				}
+				td.Partitions = append(td.Partitions, pd)
+			}
+			d.Topics = append(d.Topics, td)
+		}
+		out = append(out, d)
+	}
+	return out, errors.Join(errs...)
+}

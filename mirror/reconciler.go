@@ -1,0 +1,667 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/epoch"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/records"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// ErrMirrorLoop is wrapped by the failure of a PREPARING partition whose topic is still
+// mirrored, in the other direction, by a mirror on the source cluster (spec §6.3 step 3).
+var ErrMirrorLoop = errors.New("mirror: mirror loop")
+
+// reconciler drives the state machine of one mirror partition. One goroutine (run) owns
+// the partition's actual state: it is woken by desired-state changes (kick), fetcher
+// events (queued in pending) and retry timers; each step reads the actual state from the
+// coordinator (raising the highest-seen leader epoch to the log's), picks the next state
+// (statemachine.Transition for an event, statemachine.Next for the desired state),
+// writes it fenced with (LeaderEpoch, StateEpoch) and, only once the write is durable,
+// carries out the state's actions in Phase order (the lanes of a phase in parallel),
+// then feeds their completion back as the next event.
+type reconciler struct {
+	m         *Mirror
+	mr        *mirrorRuntime
+	mirror    string
+	topic     string
+	topicID   records.UUID
+	partition int32
+	log       fetcher.Log
+
+	prev     *reconciler // the previous owner of the partition, stopping; waited for
+	ctx      context.Context
+	cancelFn context.CancelFunc
+	done     chan struct{}
+	wake     chan struct{} // capacity 1
+
+	mu      sync.Mutex // guards pending and stale
+	pending []statemachine.Event
+	stale   bool // re-read the actual state before the next step
+
+	// Published for readers (describe, WaitForStates).
+	pubState  atomic.Int32
+	pubReason atomic.Pointer[string]
+	srcHW     atomic.Int64
+
+	// Owned by the run goroutine.
+	known         bool
+	state         statemachine.State
+	stateEpoch    int32
+	asserted      bool
+	bumped        int32
+	retryAt       *time.Timer
+	retryC        <-chan time.Time
+	retryBO       time.Duration
+	attempts      int                // automatic FAILED retries so far
+	retryEvent    statemachine.Event // delivered when the retry timer fires
+	pendingReason string             // failure reason of the last write, published after act
+}
+
+func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, partition int32, log fetcher.Log) *reconciler {
+	ctx, cancel := context.WithCancel(m.ctx)
+	r := &reconciler{m: m, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition, log: log,
+		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
+	r.pubState.Store(int32(statemachine.Unknown))
+	r.srcHW.Store(-1)
+	return r
+}
+
+// kick wakes the goroutine to re-evaluate the desired state.
+func (r *reconciler) kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// push queues an event for the goroutine; it never blocks.
+func (r *reconciler) push(ev statemachine.Event) {
+	r.mu.Lock()
+	r.pending = append(r.pending, ev)
+	r.mu.Unlock()
+	r.kick()
+}
+
+// invalidate makes the next step re-read the actual state (someone else wrote it).
+func (r *reconciler) invalidate() {
+	r.mu.Lock()
+	r.stale = true
+	r.mu.Unlock()
+	r.kick()
+}
+
+// cancel stops the goroutine without waiting.
+func (r *reconciler) cancel() { r.cancelFn() }
+
+// stop stops the goroutine and waits for it.
+func (r *reconciler) stop() {
+	r.cancelFn()
+	<-r.done
+}
+
+// current returns the last published state and failure reason.
+func (r *reconciler) current() (statemachine.State, string) {
+	s := statemachine.State(r.pubState.Load()) // first: publish stores the reason before the state
+	var reason string
+	if p := r.pubReason.Load(); p != nil {
+		reason = *p
+	}
+	return s, reason
+}
+
+// offsets returns the source high watermark of the last fetch (-1 when not mirroring)
+// and the destination log end offset.
+func (r *reconciler) offsets() (int64, int64) {
+	return r.srcHW.Load(), r.log.LogEndOffset()
+}
+
+func (r *reconciler) onDivergence(truncatedTo int64) {
+	cfg, err := r.mr.config()
+	if err != nil || !cfg.SupportUncleanLeaderElec {
+		return
+	}
+	r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
+}
+
+func (r *reconciler) onEpochFencing(batchEpoch, localEpoch int32) {
+	r.push(statemachine.EpochExceeded{BatchEpoch: batchEpoch, LocalEpoch: localEpoch})
+}
+
+func (r *reconciler) onFetchFailed(err error) {
+	if errors.Is(err, fetcher.ErrEpochFencing) || errors.Is(err, fetcher.ErrDiverged) {
+		return // reported by OnEpochFencing / OnDivergence
+	}
+	r.push(statemachine.Error{Reason: err.Error()})
+}
+
+// run is the partition's goroutine.
+func (r *reconciler) run() {
+	defer r.m.wg.Done()
+	defer close(r.done)
+	defer func() {
+		if r.retryAt != nil {
+			r.retryAt.Stop()
+		}
+	}()
+	if r.prev != nil {
+		select {
+		case <-r.prev.done:
+		case <-r.ctx.Done():
+			return
+		}
+		r.prev = nil
+	}
+	for {
+		r.step()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.wake:
+		case <-r.retryC:
+			r.retryC = nil
+			if ev := r.retryEvent; ev != nil {
+				r.retryEvent = nil
+				r.push(ev)
+			}
+		}
+	}
+}
+
+// schedule arms the retry timer after d.
+func (r *reconciler) schedule(d time.Duration) {
+	if r.retryAt == nil {
+		r.retryAt = time.NewTimer(d)
+	} else {
+		r.retryAt.Stop()
+		r.retryAt.Reset(d)
+	}
+	r.retryC = r.retryAt.C
+}
+
+// transientRetry schedules a retry after a coordinator problem, with exponential
+// backoff from 10 ms to 1 s.
+func (r *reconciler) transientRetry() {
+	if r.retryBO == 0 {
+		r.retryBO = 10 * time.Millisecond
+	} else {
+		r.retryBO = min(2*r.retryBO, time.Second)
+	}
+	r.schedule(r.retryBO)
+}
+
+func (r *reconciler) pop() statemachine.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pending) == 0 {
+		return nil
+	}
+	ev := r.pending[0]
+	r.pending = r.pending[1:]
+	return ev
+}
+
+func (r *reconciler) pushFront(ev statemachine.Event) {
+	r.mu.Lock()
+	r.pending = append([]statemachine.Event{ev}, r.pending...)
+	r.mu.Unlock()
+}
+
+func (r *reconciler) takeStale() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stale
+	r.stale = false
+	return s
+}
+
+// writeOutcome classifies a WriteMirrorStates answer.
+type writeOutcome int
+
+const (
+	writeOK      writeOutcome = iota
+	writeFenced               // FENCED_* or invalid move: re-read, retry once
+	writeRetry                // coordinator unavailable: retry later
+	writeAborted              // context cancelled
+)
+
+// step runs transitions until there is nothing left to do.
+func (r *reconciler) step() {
+	fenceRetried := false
+	for r.ctx.Err() == nil {
+		if !r.known || r.takeStale() {
+			if !r.read() {
+				return
+			}
+		}
+		ev := r.pop()
+		to, acts, reassert, ok := r.decide(ev)
+		if !ok {
+			if ev != nil {
+				continue
+			}
+			return
+		}
+		if !reassert {
+			switch r.write(to, ev) {
+			case writeOK:
+			case writeFenced:
+				r.known = false
+				if fenceRetried {
+					r.m.log.Warn("mirror: partition state write fenced twice; another owner holds it",
+						"mirror", r.mirror, "topic", r.topic, "partition", r.partition)
+					return
+				}
+				fenceRetried = true
+				if ev != nil {
+					r.pushFront(ev)
+				}
+				continue
+			case writeRetry:
+				r.known = false
+				if ev != nil {
+					r.pushFront(ev)
+				}
+				r.transientRetry()
+				return
+			case writeAborted:
+				return
+			}
+		}
+		r.retryBO = 0
+		next := r.act(to, acts)
+		r.asserted = true // this owner has run the current state's actions
+		if !reassert {
+			// Published once the entry actions ran: a waiter for STOPPED finds the
+			// partition writable.
+			r.publish(r.state, r.pendingReason)
+		}
+		if next != nil {
+			r.pushFront(next)
+		}
+	}
+}
+
+// decide returns the next state and its actions. reassert is true when the state does
+// not change and only its actions are re-run (after gaining leadership); ok is false when
+// there is nothing to do.
+func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts []statemachine.Action, reassert, ok bool) {
+	if ex, stale := ev.(statemachine.EpochExceeded); stale && ex.BatchEpoch <= r.log.LeaderEpoch() {
+		// From an earlier fetcher incarnation: the leader epoch is already above it.
+		return r.state, nil, false, false
+	}
+	if ev != nil {
+		to, acts, err := statemachine.Transition(r.state, ev)
+		if err != nil {
+			r.m.log.Debug("mirror: event ignored", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
+				"state", r.state, "event", ev.String(), "err", err)
+			return r.state, nil, false, false
+		}
+		return to, acts, false, true
+	}
+	ts, found := r.m.ctrl.Topic(r.topic)
+	if !found || ts.Mirror != r.mirror || ts.TopicID != r.topicID {
+		return r.state, nil, false, false
+	}
+	latest := r.log.LatestEpoch()
+	to, acts, err := statemachine.Next(ts.Desired, r.state, latest)
+	if err != nil {
+		r.m.log.Error("mirror: no transition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+		return r.state, nil, false, false
+	}
+	if to != r.state {
+		return to, acts, false, true
+	}
+	if r.state == statemachine.Failed && ts.Desired == statemachine.DesiredMirroring {
+		r.maybeScheduleFailedRetry()
+	}
+	if r.asserted {
+		return r.state, nil, false, false
+	}
+	r.asserted = true
+	to, acts, err = statemachine.Transition(r.state, statemachine.LeaderGained{LatestLocalEpoch: latest})
+	if err != nil || len(acts) == 0 {
+		return r.state, nil, false, false
+	}
+	if to == statemachine.Failed {
+		// Keep the stored reason: re-run only the cleanup.
+		acts = []statemachine.Action{statemachine.StopFetcher{}}
+	}
+	return to, acts, true, true
+}
+
+// maybeScheduleFailedRetry arms the automatic retry of a FAILED partition
+// (WithFailedRetry): exponential backoff with full jitter; a mirror loop is not retried.
+func (r *reconciler) maybeScheduleFailedRetry() {
+	rc := r.m.opts.retry
+	if rc == nil || r.retryC != nil {
+		return
+	}
+	if rc.MaxAttempts > 0 && r.attempts >= rc.MaxAttempts {
+		return
+	}
+	if _, reason := r.current(); strings.Contains(reason, ErrMirrorLoop.Error()) {
+		return
+	}
+	d := rc.Initial
+	if d <= 0 {
+		d = 100 * time.Millisecond
+	}
+	for i := 0; i < r.attempts && (rc.Max <= 0 || d < rc.Max); i++ {
+		d *= 2
+	}
+	if rc.Max > 0 && d > rc.Max {
+		d = rc.Max
+	}
+	d = time.Duration(rand.Int64N(int64(d)) + 1) // full jitter
+	r.attempts++
+	r.retryEvent = statemachine.Retry{}
+	r.schedule(d)
+}
+
+// read loads the actual state from the coordinator, raising the highest-seen leader
+// epoch to the log's leader epoch. It returns false when the step must stop (a retry is
+// scheduled when the coordinator was unavailable).
+func (r *reconciler) read() bool {
+	for attempt := 0; ; attempt++ {
+		res, err := r.mr.batch.read(r.ctx, coordinator.ReadPartition{TopicID: r.topicID, Partition: r.partition, LeaderEpoch: r.log.LeaderEpoch()})
+		if err != nil {
+			if r.ctx.Err() == nil {
+				r.transientRetry()
+			}
+			return false
+		}
+		switch res.ErrorCode {
+		case admin.CodeNone:
+			r.state, r.stateEpoch, r.known = res.State, res.StateEpoch, true
+			reason := ""
+			if res.ErrorMessage != nil {
+				reason = *res.ErrorMessage
+			}
+			r.publish(res.State, reason)
+			return true
+		case admin.CodeCoordinatorLoadInProgress:
+			if attempt == 0 {
+				p := r.m.coord.PartitionFor(r.mirror, r.topicID, r.partition)
+				if err := r.m.coord.WaitLoaded(r.ctx, p); err == nil {
+					continue
+				}
+			}
+		}
+		r.transientRetry()
+		return false
+	}
+}
+
+// write stores state to, fenced with the log's leader epoch and the last read state
+// epoch. ev is the event that caused the move (its reason is stored for FAILED).
+func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOutcome {
+	wp := coordinator.WritePartition{TopicID: r.topicID, Partition: r.partition, State: to,
+		LeaderEpoch: r.log.LeaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: epoch.UndefinedEpoch, LastMirrorOffset: -1}
+	reason := ""
+	if e, ok := ev.(statemachine.Error); ok && to == statemachine.Failed {
+		reason = e.Reason
+		wp.ErrorMessage = &reason
+	}
+	res, err := r.mr.batch.write(r.ctx, wp)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return writeAborted
+		}
+		return writeRetry
+	}
+	switch res.ErrorCode {
+	case admin.CodeNone:
+	case admin.CodeFencedLeaderEpoch, admin.CodeFencedStateEpoch, admin.CodeInvalidClusterMirrorStates:
+		r.m.log.Info("mirror: partition state write refused; re-reading", "mirror", r.mirror, "topic", r.topic,
+			"partition", r.partition, "to", to, "code", res.ErrorCode.String())
+		return writeFenced
+	default:
+		return writeRetry
+	}
+	from := r.state
+	r.state, r.stateEpoch = to, res.StateEpoch
+	if to != statemachine.Failed {
+		r.attemptsReset(to)
+	}
+	r.pendingReason = reason
+	if from != to {
+		if r.m.opts.events != nil {
+			r.m.opts.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
+		}
+		if to == statemachine.Failed {
+			r.m.log.Warn("mirror: partition FAILED", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "reason", reason)
+		} else {
+			r.m.log.Debug("mirror: partition state", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "from", from, "to", to)
+		}
+	}
+	return writeOK
+}
+
+// attemptsReset clears the FAILED retry counter once the partition mirrors again.
+func (r *reconciler) attemptsReset(to statemachine.State) {
+	if to == statemachine.Mirroring {
+		r.attempts = 0
+	}
+}
+
+// publish makes the state visible to readers and wakes waiters.
+func (r *reconciler) publish(s statemachine.State, reason string) {
+	r.pubReason.Store(&reason) // before the state: a reader that sees s sees its reason
+	r.pubState.Store(int32(s))
+	r.m.notifyChange()
+}
+
+// act carries out the actions of entering state to and returns the event that reports
+// their completion (nil for steady states), or an Error event.
+func (r *reconciler) act(to statemachine.State, acts []statemachine.Action) statemachine.Event {
+	for _, phase := range statemachine.Phases(acts) {
+		var err error
+		if len(phase) == 1 {
+			err = r.lane(phase[0])
+		} else {
+			var g errgroup.Group
+			for _, lane := range phase {
+				g.Go(func() error { return r.lane(lane) })
+			}
+			err = g.Wait()
+		}
+		if r.ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if to == statemachine.Failed {
+				r.m.log.Warn("mirror: cleanup of a FAILED partition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+				continue
+			}
+			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err)}
+		}
+	}
+	switch to {
+	case statemachine.Preparing:
+		return statemachine.TruncationDone{}
+	case statemachine.EpochFencing:
+		return statemachine.EpochBumped{NewEpoch: r.bumped}
+	case statemachine.ULELogTruncation:
+		return statemachine.ReplicasConverged{}
+	case statemachine.Pausing:
+		return statemachine.FetcherRemoved{}
+	case statemachine.Stopping:
+		return statemachine.StopTasksDone{}
+	}
+	return nil
+}
+
+// lane runs the actions of one lane in order.
+func (r *reconciler) lane(acts []statemachine.Action) error {
+	for _, a := range acts {
+		if err := r.do(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// do carries out one action.
+func (r *reconciler) do(a statemachine.Action) error {
+	switch a := a.(type) {
+	case statemachine.StartFetcher:
+		return r.startFetcher()
+	case statemachine.StopFetcher:
+		r.srcHW.Store(-1)
+		if f := r.mr.currentFetcher(r.topic, r.partition); f != nil {
+			if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
+				return err
+			}
+		}
+		return nil
+	case statemachine.FindLMEAndTruncate:
+		return r.findLMEAndTruncate()
+	case statemachine.Truncate:
+		if a.Offset >= 0 && a.Offset < r.log.LogEndOffset() {
+			return r.log.Truncate(a.Offset)
+		}
+		return nil
+	case statemachine.TruncateToLSO:
+		if lso := r.log.LastStableOffset(); lso < r.log.LogEndOffset() {
+			return r.log.Truncate(lso)
+		}
+		return nil
+	case statemachine.PersistLME:
+		return r.persistLME()
+	case statemachine.BumpLeaderEpoch:
+		e, err := r.log.BumpLeaderEpoch(a.Min)
+		if err != nil {
+			return fmt.Errorf("bump leader epoch: %w", err)
+		}
+		r.bumped = e
+		return nil
+	case statemachine.AppendPIDReset:
+		batch := records.BuildControlBatch(records.ControlBatchSpec{Type: records.ControlMirrorPIDReset,
+			Timestamp: r.m.opts.clock().UnixMilli()})
+		if _, err := r.log.AppendAsLeader(batch); err != nil {
+			return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
+		}
+		return r.log.Flush()
+	case statemachine.ClearReadOnly:
+		return r.m.dest.SetReadOnly(r.topic, r.partition, false)
+	case statemachine.SetReadOnly:
+		return r.m.dest.SetReadOnly(r.topic, r.partition, true)
+	case statemachine.WaitReplicas:
+		return nil // single replica: converged as soon as the leader log is
+	case statemachine.Fail:
+		return nil // the reason was stored with the FAILED state
+	}
+	return fmt.Errorf("mirror: unknown action %s", a)
+}
+
+func (r *reconciler) startFetcher() error {
+	f, err := r.mr.fetcher(r.topic, r.partition)
+	if err != nil {
+		return err
+	}
+	spec := fetcher.PartitionSpec{Topic: r.topic, TopicID: r.topicID, Partition: r.partition, Log: r.log}
+	err = f.Add(spec)
+	if errors.Is(err, fetcher.ErrDuplicatePartition) {
+		if err = f.Remove(r.topic, r.partition); err == nil {
+			err = f.Add(spec)
+		}
+	}
+	return err
+}
+
+// persistLME stores the latest epoch of the log as the partition's LME, with the log end
+// offset, without changing the state (spec §8.1 step 2).
+func (r *reconciler) persistLME() error {
+	lme := r.log.LatestEpoch()
+	if lme == epoch.UndefinedEpoch {
+		return nil // empty log: nothing was mirrored
+	}
+	res, err := r.mr.batch.write(r.ctx, coordinator.WritePartition{TopicID: r.topicID, Partition: r.partition, State: statemachine.Unknown,
+		LeaderEpoch: r.log.LeaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: lme, LastMirrorOffset: r.log.LogEndOffset()})
+	if err != nil {
+		return fmt.Errorf("persist LME: %w", err)
+	}
+	if res.ErrorCode != admin.CodeNone {
+		return fmt.Errorf("persist LME: %w", admin.NewError(res.ErrorCode, res.ErrorMessage))
+	}
+	return nil
+}
+
+// findLMEAndTruncate is PREPARING's work (spec §6.3): find the last mirrored epoch of
+// this partition on the source cluster, refuse a mirror loop, and truncate the local log
+// after the end of that epoch (everything when the LME is unknown).
+func (r *reconciler) findLMEAndTruncate() error {
+	lme, err := r.lookupLME()
+	if err != nil {
+		return err
+	}
+	start, end := r.log.LogStartOffset(), r.log.LogEndOffset()
+	off, full := epoch.LMETruncationOffset(r.log.Epochs(), start, end, lme)
+	r.m.log.Info("mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
+		"lme", lme, "offset", off, "full", full, "logEnd", end)
+	switch {
+	case full && (end > start || r.log.LatestEpoch() != epoch.UndefinedEpoch):
+		return r.log.TruncateFullyAndStartAt(off)
+	case !full && off < end:
+		return r.log.Truncate(off)
+	}
+	return nil
+}
+
+// lookupLME asks the Peer for the LME of this partition in the mirrors of the source
+// cluster that mirror from this cluster. -1 when there is none or no Peer.
+func (r *reconciler) lookupLME() (int32, error) {
+	peer, err := r.mr.getPeer()
+	if err != nil || peer == nil {
+		return epoch.UndefinedEpoch, err
+	}
+	local := r.m.ClusterID()
+	ls, err := peer.ListClusterMirrors(r.ctx, ListFilter{SourceClusterIDs: []string{local}})
+	if err != nil {
+		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
+	}
+	var names []string
+	for _, l := range ls {
+		names = append(names, l.Name)
+	}
+	lme := epoch.UndefinedEpoch
+	if len(names) == 0 {
+		return lme, nil
+	}
+	ds, err := peer.DescribeClusterMirrors(r.ctx, names, DescribeOptions{
+		TopicPartitions: map[string][]int32{r.topic: {r.partition}}, IncludeStates: true, ClusterID: local})
+	if err != nil {
+		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
+	}
+	for _, d := range ds {
+		for _, t := range d.Topics {
+			if t.Topic != r.topic {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if p.Partition != r.partition {
+					continue
+				}
+				if p.State != statemachine.Stopped && p.State != statemachine.Unknown {
+					return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
+						ErrMirrorLoop, d.Name, r.topic, r.partition, p.State)
+				}
+				lme = max(lme, p.LastMirrorEpoch)
+			}
+		}
+	}
+	return lme, nil
+}

@@ -1,0 +1,261 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/records"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// DefaultFetchersPerMirror is the default of Config.FetchersPerMirror.
+const DefaultFetchersPerMirror = 8
+
+// Errors of the facade.
+var (
+	// ErrInvalidConfig is wrapped by Config.Validate errors.
+	ErrInvalidConfig = errors.New("mirror: invalid config")
+	// ErrClosed is returned by a Mirror after Close.
+	ErrClosed = errors.New("mirror: closed")
+)
+
+// Config configures a Mirror (one destination cluster, or one host instance of it).
+// Zero fields take the documented defaults; New validates it.
+type Config struct {
+	// Destination is the local (destination) cluster: its topics and partition logs.
+	// Required. The Mirror does not close it.
+	Destination Destination
+	// ControllerLog stores mirror definitions and desired topic states. Default: a new
+	// in-memory MemoryControllerLog (state is lost on restart). The Mirror does not
+	// close it.
+	ControllerLog ControllerLog
+	// Store persists the actual partition states (__mirror_state). Default: a new
+	// coordinator.MemoryStore. The Mirror does not close it.
+	Store coordinator.Store
+	// Coordinator configures the coordinator runtime (partition count, linger, ...).
+	Coordinator coordinator.Config
+	// ManualCoordinatorOwnership, when set, keeps New from loading the __mirror_state
+	// partitions: a multi-instance host grants and revokes them itself with
+	// Coordinator().Load(p, epoch) / Unload(p, epoch) as it gains and loses ownership.
+	// By default (single process) New loads every partition with owner epoch 1.
+	ManualCoordinatorOwnership bool
+	// SyncInterval is the period of the metadata sync of every mirror (spec §17).
+	// Zero means DefaultSyncInterval; a negative value turns the periodic sync off
+	// (Sync still runs one cycle on demand).
+	SyncInterval time.Duration
+	// FetchersPerMirror is the number of fetch loops each mirror spreads its partitions
+	// over (like Kafka's mirror.num.replica.fetchers); default DefaultFetchersPerMirror.
+	FetchersPerMirror int
+	// FetchIdleWait is passed to every fetcher as fetcher.Config.IdleWait (how long a
+	// fetch loop pauses after a response without data); zero = the fetcher default.
+	FetchIdleWait time.Duration
+}
+
+// Validate checks the configuration, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	if c.Destination == nil {
+		return fmt.Errorf("%w: Destination is required", ErrInvalidConfig)
+	}
+	if c.FetchersPerMirror < 0 {
+		return fmt.Errorf("%w: negative FetchersPerMirror %d", ErrInvalidConfig, c.FetchersPerMirror)
+	}
+	if c.FetchIdleWait < 0 {
+		return fmt.Errorf("%w: negative FetchIdleWait %v", ErrInvalidConfig, c.FetchIdleWait)
+	}
+	if err := c.Coordinator.WithDefaults().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// SourceFactory builds, for mirror name with configuration cfg, the fetch Source and the
+// SourceAdmin of its source cluster. The Mirror closes both (when they implement
+// io.Closer / Close) when the mirror is deleted or the Mirror closed. The default builds
+// a fetcher.KafkaSource and a KafkaSourceAdmin from cfg.
+type SourceFactory func(name string, cfg MirrorConfig) (fetcher.Source, SourceAdmin, error)
+
+// PeerFactory builds the Peer of mirror name: the admin view of its source cluster used
+// by PREPARING to find the last mirrored epoch (spec §6.3). The default talks to
+// cfg.BootstrapServers with the KIP's admin RPCs (NewKafkaPeer); returning (nil, nil)
+// means "no peer": every LME lookup answers -1 (mirror from scratch).
+type PeerFactory func(name string, cfg MirrorConfig) (Peer, error)
+
+// Peer is what PREPARING needs from the other cluster (spec §6.3 steps 2-5). *Mirror
+// implements it (in-process sites); NewAdminPeer implements it over the wire.
+type Peer interface {
+	// ListClusterMirrors lists the peer's mirrors (filter as in Mirror.ListClusterMirrors).
+	ListClusterMirrors(ctx context.Context, f ListFilter) ([]MirrorListing, error)
+	// DescribeClusterMirrors describes the peer's mirrors (as Mirror.DescribeClusterMirrors).
+	DescribeClusterMirrors(ctx context.Context, names []string, o DescribeOptions) ([]MirrorDescription, error)
+}
+
+// RetryConfig turns on the automatic retry of FAILED partitions (a later KIP revision,
+// spec §5.6): after Initial, doubling up to Max, with full jitter, at most MaxAttempts
+// times (0 = unlimited), a FAILED partition whose desired state is MIRRORING restarts
+// from PREPARING. Off by default: the KIP baseline recovery is stop, then start.
+type RetryConfig struct {
+	Initial     time.Duration
+	Max         time.Duration
+	MaxAttempts int
+}
+
+// StateChange reports one durable actual-state change of a partition (see WithEvents).
+type StateChange struct {
+	Mirror    string
+	Topic     string
+	Partition int32
+	From, To  statemachine.State
+	// Reason is the failure reason when To is FAILED.
+	Reason string
+}
+
+// Option configures a Mirror (functional options of New).
+type Option func(*options)
+
+type options struct {
+	logger  *slog.Logger
+	sources SourceFactory
+	peers   PeerFactory
+	clock   func() time.Time
+	events  func(StateChange)
+	retry   *RetryConfig
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithSourceFactory replaces the default source factory (Kafka).
+func WithSourceFactory(f SourceFactory) Option {
+	return func(o *options) { o.sources = f }
+}
+
+// WithPeerFactory replaces the default peer factory (Kafka admin RPCs).
+func WithPeerFactory(f PeerFactory) Option {
+	return func(o *options) { o.peers = f }
+}
+
+// WithClock sets the clock used for timestamps of control records (default time.Now).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
+// WithEvents registers fn to be called after every durable actual-state change. It is
+// called from partition goroutines and must not block for long.
+func WithEvents(fn func(StateChange)) Option { return func(o *options) { o.events = fn } }
+
+// WithFailedRetry turns on the automatic retry of FAILED partitions.
+func WithFailedRetry(r RetryConfig) Option { return func(o *options) { o.retry = &r } }
+
+// StartOptions are the options of StartMirrorTopics (spec §11.5).
+type StartOptions struct {
+	// IncludePatterns are regexes added to mirror.topics.include; every source topic
+	// matching them (and no exclude pattern) is started too.
+	IncludePatterns []string
+	// ExcludePatterns are regexes added to mirror.topics.exclude (exclude wins).
+	ExcludePatterns []string
+}
+
+// StopOptions are the options of StopMirrorTopics (spec §11.6).
+type StopOptions struct {
+	// Patterns are regexes removed from mirror.topics.include and added to
+	// mirror.topics.exclude; every topic of the mirror they match is stopped too.
+	Patterns []string
+	// Wait makes StopMirrorTopics return only when every partition of the stopped
+	// topics is actually STOPPED (writable), or ctx is done.
+	Wait bool
+}
+
+// LifecycleOptions are the options of PauseMirrorTopics and ResumeMirrorTopics.
+type LifecycleOptions struct {
+	// Wait makes the call return only when every partition of the topics has reached
+	// the target state (PAUSED, or MIRRORING), or ctx is done.
+	Wait bool
+}
+
+// ListFilter selects mirrors in ListClusterMirrors (spec §11.3). Empty lists do not
+// filter.
+type ListFilter struct {
+	// SourceClusterIDs keeps mirrors whose source cluster id is one of these.
+	SourceClusterIDs []string
+	// MirrorNames keeps mirrors with these names.
+	MirrorNames []string
+	// DesiredStates restricts the reported topics to these desired states; every mirror
+	// is still listed (possibly with no topic).
+	DesiredStates []statemachine.Desired
+	// IncludeTopicNames fills MirrorListing.TopicNames.
+	IncludeTopicNames bool
+}
+
+// MirrorListing is one mirror in ListClusterMirrors.
+type MirrorListing struct {
+	Name            string
+	SourceBootstrap string
+	// SourceClusterID is "" until the source has been reached once.
+	SourceClusterID string
+	TopicCount      int
+	TopicNames      []string // nil unless ListFilter.IncludeTopicNames
+}
+
+// DescribeOptions select what DescribeClusterMirrors reports (spec §11.4).
+type DescribeOptions struct {
+	// TopicPartitions restricts the description to these partitions per topic; a topic
+	// with a nil or empty list means all its partitions. nil = every partition.
+	TopicPartitions map[string][]int32
+	// IncludeStates reads the actual states, LMEs and failure reasons from the
+	// coordinator; otherwise partitions report State UNKNOWN and LME -1.
+	IncludeStates bool
+	// IncludeLags reports SourceOffset and DestinationOffset; otherwise both are -1.
+	IncludeLags bool
+	// ClusterID, when set, keeps only mirrors whose source cluster id equals it (the
+	// requesting cluster's id, for the LME lookup of failback).
+	ClusterID string
+}
+
+// MirrorDescription describes one mirror.
+type MirrorDescription struct {
+	Name            string
+	SourceBootstrap string
+	SourceClusterID string
+	Topics          []TopicDescription
+}
+
+// TopicDescription describes one topic of a mirror.
+type TopicDescription struct {
+	Topic      string
+	TopicID    records.UUID
+	Desired    statemachine.Desired
+	Partitions []PartitionDescription
+}
+
+// PartitionDescription describes one mirror partition (spec §15.1
+// MirrorPartitionStateDescription).
+type PartitionDescription struct {
+	Partition int32
+	// State is the actual state (UNKNOWN when states were not requested).
+	State statemachine.State
+	// LastMirrorEpoch is the LME stored at the last stop (-1 when none).
+	LastMirrorEpoch int32
+	// LastMirrorOffset is the log end offset stored with the LME (-1 when none).
+	LastMirrorOffset int64
+	// SourceOffset is the source high watermark of the last fetch response, -1 when
+	// unknown or not requested.
+	SourceOffset int64
+	// DestinationOffset is the destination log end offset, -1 when not requested.
+	DestinationOffset int64
+	// ErrorMessage is the failure reason of a FAILED partition.
+	ErrorMessage string
+	// ErrorCode is a per-partition error (e.g. the coordinator is loading), else CodeNone.
+	ErrorCode admin.Code
+}
+
+// Lag returns max(0, SourceOffset − DestinationOffset), or -1 when either is unknown.
+func (p PartitionDescription) Lag() int64 {
+	if p.SourceOffset < 0 || p.DestinationOffset < 0 {
+		return -1
+	}
+	return max(0, p.SourceOffset-p.DestinationOffset)
+}

@@ -1,0 +1,496 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// CreateClusterMirror defines mirror name with the CLUSTER_MIRROR configs (spec §14.1).
+// Errors: INVALID_CONFIG, an invalid name, CLUSTER_MIRROR_ALREADY_EXISTS (*admin.Error).
+// When mirror.topics.include is set, the next sync cycle starts the matching topics.
+func (m *Mirror) CreateClusterMirror(ctx context.Context, name string, configs map[string]string) error {
+	if m.isClosed() {
+		return ErrClosed
+	}
+	if err := m.ctrl.CreateMirror(ctx, name, configs); err != nil {
+		return err
+	}
+	m.ensureMirror(name)
+	return nil
+}
+
+// StartMirrorTopics starts mirroring topics (and the source topics matching
+// o.IncludePatterns and not o.ExcludePatterns) from mirror name's source (spec §14.2).
+// It reads the topics' ids and partition counts from the source, checks the actual
+// partition states of topics it already knows (start is allowed from UNKNOWN and STOPPED,
+// a no-op on MIRRORING), creates the destination topics with the source topic ids and
+// partition counts, and sets the desired state to MIRRORING. The reconcilers then run
+// PREPARING (LME lookup and truncation) and MIRRORING.
+//
+// The error is for the whole request (UNKNOWN_CLUSTER_MIRROR, the source cannot be
+// listed, invalid patterns); per-topic outcomes are in the results, one per topic, with
+// Err nil or an *admin.Error (UNKNOWN_TOPIC_OR_PARTITION: not on the source;
+// INVALID_CLUSTER_MIRROR_STATES naming the partition and its state; TOPIC_ALREADY_EXISTS;
+// INVALID_REQUEST: excluded).
+func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []string, o StartOptions) ([]TopicResult, error) {
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	if _, ok := m.ctrl.Mirror(name); !ok {
+		return nil, unknownMirror(name)
+	}
+	if err := validatePatterns(o.IncludePatterns, o.ExcludePatterns); err != nil {
+		return nil, err
+	}
+	mr := m.ensureMirror(name)
+	if mr == nil {
+		return nil, ErrClosed
+	}
+	_, sadmin, err := mr.sources()
+	if err != nil {
+		return nil, err
+	}
+	src, err := sadmin.ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: start topics of mirror %q: list source topics: %w", name, err)
+	}
+	mr.resolveClusterID(ctx)
+	byName := make(map[string]SourceTopic, len(src))
+	for _, t := range src {
+		byName[t.Name] = t
+	}
+	names := dedupe(topics)
+	if len(o.IncludePatterns) > 0 {
+		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1",
+			KeyTopicsInclude: joinList(o.IncludePatterns), KeyTopicsExclude: joinList(o.ExcludePatterns)})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range src {
+			if !t.Internal && pc.IncludesTopic(t.Name) && !contains(names, t.Name) {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	results := make([]TopicResult, 0, len(names))
+	var metas []TopicMeta
+	for _, topic := range names {
+		st, ok := byName[topic]
+		if !ok {
+			results = append(results, TopicResult{Topic: topic,
+				Err: admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q does not exist on the source of mirror %q", topic, name)})
+			continue
+		}
+		if err := m.checkActual(ctx, name, topic, statemachine.OpStart); err != nil {
+			results = append(results, TopicResult{Topic: topic, Err: err})
+			continue
+		}
+		if err := m.dest.CreateTopic(ctx, TopicSpec{Name: topic, TopicID: st.TopicID, Partitions: st.Partitions}); err != nil {
+			results = append(results, TopicResult{Topic: topic, Err: asAdminError(err)})
+			continue
+		}
+		if spec, ok := m.dest.Topic(topic); ok && spec.Partitions < st.Partitions {
+			if err := m.dest.CreatePartitions(ctx, topic, st.Partitions); err != nil {
+				results = append(results, TopicResult{Topic: topic, Err: asAdminError(err)})
+				continue
+			}
+		}
+		metas = append(metas, TopicMeta{Name: topic, TopicID: st.TopicID, NumPartitions: st.Partitions})
+	}
+	res, err := m.ctrl.StartTopics(ctx, name, metas, o.IncludePatterns, o.ExcludePatterns)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			continue
+		}
+		// Mirror partitions are read-only from now on (PREPARING asserts it again).
+		spec, _ := m.dest.Topic(r.Topic)
+		for p := int32(0); p < spec.Partitions; p++ {
+			if err := m.dest.SetReadOnly(r.Topic, p, true); err != nil {
+				res[i].Err = asAdminError(err)
+				break
+			}
+		}
+	}
+	results = append(results, res...)
+	m.refresh()
+	return sortResults(results, names), nil
+}
+
+// StopMirrorTopics stops mirroring topics of mirror name: failover or migration (spec
+// §14.3). It checks the actual partition states (stop is allowed from MIRRORING, PAUSED,
+// FAILED and the transient states before them), then sets the desired state to STOPPED
+// with StateOffset fencing; the reconcilers run STOPPING (remove the fetcher, bump the
+// leader epoch, truncate to the LSO, persist the LME, append MIRROR_PID_RESET) and clear
+// the read-only flag in STOPPED. o.Patterns also stop every topic of the mirror they
+// match and keep auto-discovery from re-adding them. With o.Wait the call returns once
+// every stopped topic is actually STOPPED.
+func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []string, o StopOptions) ([]TopicResult, error) {
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	if _, ok := m.ctrl.Mirror(name); !ok {
+		return nil, unknownMirror(name)
+	}
+	if err := validatePatterns(o.Patterns, nil); err != nil {
+		return nil, err
+	}
+	names := dedupe(topics)
+	if len(o.Patterns) > 0 {
+		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(o.Patterns), KeyTopicsExclude: ""})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range m.ctrl.Topics(name) {
+			if pc.IncludesTopic(t.Topic) && !contains(names, t.Topic) {
+				names = append(names, t.Topic)
+			}
+		}
+	}
+	res, err := m.lifecycle(ctx, name, names, statemachine.OpStop, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
+		return m.ctrl.StopTopics(ctx, name, ok, o.Patterns, off)
+	})
+	if err != nil || !o.Wait {
+		return res, err
+	}
+	return res, m.waitResults(ctx, name, res, statemachine.Stopped)
+}
+
+// PauseMirrorTopics pauses topics of mirror name (spec §14.4): every partition must be
+// actually MIRRORING, and the topic desired MIRRORING. The reconcilers remove the
+// fetchers (PAUSING) and reach PAUSED; the partitions stay read-only.
+func (m *Mirror) PauseMirrorTopics(ctx context.Context, name string, topics []string, o LifecycleOptions) ([]TopicResult, error) {
+	res, err := m.lifecycle(ctx, name, dedupe(topics), statemachine.OpPause, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
+		return m.ctrl.PauseTopics(ctx, name, ok, off)
+	})
+	if err != nil || !o.Wait {
+		return res, err
+	}
+	return res, m.waitResults(ctx, name, res, statemachine.Paused)
+}
+
+// ResumeMirrorTopics resumes paused topics of mirror name (spec §14.5): every partition
+// must be actually PAUSED. Fetching resumes at the local log end, without truncation.
+func (m *Mirror) ResumeMirrorTopics(ctx context.Context, name string, topics []string, o LifecycleOptions) ([]TopicResult, error) {
+	res, err := m.lifecycle(ctx, name, dedupe(topics), statemachine.OpResume, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
+		return m.ctrl.ResumeTopics(ctx, name, ok, off)
+	})
+	if err != nil || !o.Wait {
+		return res, err
+	}
+	return res, m.waitResults(ctx, name, res, statemachine.Mirroring)
+}
+
+// lifecycle validates the actual states of topics for op through the coordinator, notes
+// the controller offset it validated against, and hands the valid topics to apply.
+func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op statemachine.Op,
+	apply func(ctx context.Context, ok []string, stateOffset int64) ([]TopicResult, error)) ([]TopicResult, error) {
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	if _, ok := m.ctrl.Mirror(name); !ok {
+		return nil, unknownMirror(name)
+	}
+	off := m.ctrl.Offset()
+	var results []TopicResult
+	var valid []string
+	for _, topic := range topics {
+		ts, ok := m.ctrl.Topic(topic)
+		if !ok || ts.Mirror != name {
+			results = append(results, TopicResult{Topic: topic,
+				Err: admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q is not a topic of mirror %q", topic, name)})
+			continue
+		}
+		if err := m.checkActual(ctx, name, topic, op); err != nil {
+			results = append(results, TopicResult{Topic: topic, Err: err})
+			continue
+		}
+		valid = append(valid, topic)
+	}
+	if len(valid) > 0 || op == statemachine.OpStop {
+		res, err := apply(ctx, valid, off)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range res {
+			if !containsResult(results, r.Topic) {
+				results = append(results, r)
+			}
+		}
+	}
+	return sortResults(results, topics), nil
+}
+
+// waitResults waits until the topics that succeeded reach want.
+func (m *Mirror) waitResults(ctx context.Context, name string, res []TopicResult, want statemachine.State) error {
+	var ok []string
+	for _, r := range res {
+		if r.Err == nil {
+			ok = append(ok, r.Topic)
+		}
+	}
+	return m.WaitForStates(ctx, name, ok, want)
+}
+
+// checkActual reads the actual state of every partition of topic in mirror name and
+// checks op against each (statemachine.CheckOp). It returns the first refusal as an
+// INVALID_CLUSTER_MIRROR_STATES *admin.Error naming the partition and its state, or the
+// coordinator's error for a partition it could not read.
+func (m *Mirror) checkActual(ctx context.Context, name, topic string, op statemachine.Op) error {
+	ts, known := m.ctrl.Topic(topic)
+	if !known || ts.Mirror != name {
+		return nil // not a topic of this mirror yet: every partition is UNKNOWN (start)
+	}
+	spec, ok := m.dest.Topic(topic)
+	if !ok {
+		if op == statemachine.OpStart {
+			return nil
+		}
+		return admin.Errorf(admin.CodeUnknownTopicOrPartition, "destination topic %q does not exist", topic)
+	}
+	req := coordinator.ReadRequest{MirrorName: name, Partitions: make([]coordinator.ReadPartition, spec.Partitions)}
+	for p := int32(0); p < spec.Partitions; p++ {
+		req.Partitions[p] = coordinator.ReadPartition{TopicID: ts.TopicID, Partition: p, LeaderEpoch: -1}
+	}
+	resp, err := m.coord.ReadMirrorStates(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Partitions {
+		if r.ErrorCode != admin.CodeNone {
+			return admin.Errorf(r.ErrorCode, "topic %q partition %d: cannot read the mirror state", topic, r.Partition)
+		}
+		if err := statemachine.CheckOp(op, topic, r.Partition, r.State); err != nil {
+			return admin.NewError(admin.CodeInvalidClusterMirrorStates, err.Error())
+		}
+	}
+	return nil
+}
+
+// DeleteClusterMirrors deletes mirrors (spec §14.6). For each name: every partition of
+// every topic of the mirror must be actually STOPPED and desired STOPPED
+// (INVALID_CLUSTER_MIRROR_STATES otherwise); the controller dissociates the topics and
+// removes the definition; the mirror's fetcher, source and sync stop and the
+// coordinator tombstones its partition states and LMEs (so a deleted mirror can no
+// longer be used for failback). The result maps every name to nil or its error.
+func (m *Mirror) DeleteClusterMirrors(ctx context.Context, names []string) map[string]error {
+	out := make(map[string]error, len(names))
+	for _, name := range names {
+		out[name] = m.deleteMirror(ctx, name)
+	}
+	return out
+}
+
+func (m *Mirror) deleteMirror(ctx context.Context, name string) error {
+	if m.isClosed() {
+		return ErrClosed
+	}
+	if _, ok := m.ctrl.Mirror(name); !ok {
+		return unknownMirror(name)
+	}
+	off := m.ctrl.Offset()
+	for _, ts := range m.ctrl.Topics(name) {
+		if err := m.checkActual(ctx, name, ts.Topic, statemachine.OpDelete); err != nil {
+			return err
+		}
+	}
+	if err := m.ctrl.DeleteMirror(ctx, name, off); err != nil {
+		return err
+	}
+	errs := []error{m.dropMirror(name)}
+	if _, err := m.coord.DeleteMirror(ctx, name); err != nil {
+		errs = append(errs, fmt.Errorf("mirror: delete states of mirror %q: %w", name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// ListClusterMirrors lists the mirrors matching f (spec §11.3), sorted by name. With
+// DesiredStates every mirror is still listed, with only its topics in those states.
+func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]MirrorListing, error) {
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	var out []MirrorListing
+	for _, mi := range m.ctrl.Mirrors() {
+		if len(f.MirrorNames) > 0 && !contains(f.MirrorNames, mi.Name) {
+			continue
+		}
+		l := MirrorListing{Name: mi.Name, SourceBootstrap: joinList(mi.Config.BootstrapServers)}
+		if mr, ok := m.mirror(mi.Name); ok {
+			if len(f.SourceClusterIDs) > 0 {
+				mr.resolveClusterID(ctx)
+			}
+			l.SourceClusterID = mr.clusterID()
+		}
+		if len(f.SourceClusterIDs) > 0 && !contains(f.SourceClusterIDs, l.SourceClusterID) {
+			continue
+		}
+		for _, ts := range m.ctrl.Topics(mi.Name) {
+			if len(f.DesiredStates) > 0 && !slices.Contains(f.DesiredStates, ts.Desired) {
+				continue
+			}
+			l.TopicCount++
+			if f.IncludeTopicNames {
+				l.TopicNames = append(l.TopicNames, ts.Topic)
+			}
+		}
+		if f.IncludeTopicNames && l.TopicNames == nil {
+			l.TopicNames = []string{}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// DescribeClusterMirrors describes mirrors (nil names = all; an unknown name is
+// UNKNOWN_CLUSTER_MIRROR) with, per partition, the actual state, LME and failure reason
+// (o.IncludeStates) and the source and destination offsets (o.IncludeLags); see spec
+// §11.4. o.ClusterID keeps only mirrors whose source cluster id equals it.
+func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o DescribeOptions) ([]MirrorDescription, error) {
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	var infos []MirrorInfo
+	if names == nil {
+		infos = m.ctrl.Mirrors()
+	} else {
+		for _, n := range dedupe(names) {
+			mi, ok := m.ctrl.Mirror(n)
+			if !ok {
+				return nil, unknownMirror(n)
+			}
+			infos = append(infos, mi)
+		}
+	}
+	var out []MirrorDescription
+	for _, mi := range infos {
+		d := MirrorDescription{Name: mi.Name, SourceBootstrap: joinList(mi.Config.BootstrapServers)}
+		if mr, ok := m.mirror(mi.Name); ok {
+			if o.ClusterID != "" {
+				mr.resolveClusterID(ctx)
+			}
+			d.SourceClusterID = mr.clusterID()
+		}
+		if o.ClusterID != "" && d.SourceClusterID != o.ClusterID {
+			continue
+		}
+		topics, err := m.describeTopics(ctx, mi.Name, o)
+		if err != nil {
+			return nil, err
+		}
+		d.Topics = topics
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOptions) ([]TopicDescription, error) {
+	var out []TopicDescription
+	req := coordinator.ReadRequest{MirrorName: name}
+	type ref struct{ t, p int }
+	var refs []ref
+	for _, ts := range m.ctrl.Topics(name) {
+		want, filtered := o.TopicPartitions[ts.Topic]
+		if o.TopicPartitions != nil && !filtered {
+			continue
+		}
+		td := TopicDescription{Topic: ts.Topic, TopicID: ts.TopicID, Desired: ts.Desired}
+		var n int32
+		if spec, ok := m.dest.Topic(ts.Topic); ok {
+			n = spec.Partitions
+		}
+		for p := int32(0); p < n; p++ {
+			if len(want) > 0 && !slices.Contains(want, p) {
+				continue
+			}
+			pd := PartitionDescription{Partition: p, State: statemachine.Unknown, LastMirrorEpoch: -1,
+				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1}
+			if o.IncludeLags {
+				if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
+					pd.SourceOffset, pd.DestinationOffset = r.offsets()
+				}
+			}
+			if o.IncludeStates {
+				req.Partitions = append(req.Partitions, coordinator.ReadPartition{TopicID: ts.TopicID, Partition: p, LeaderEpoch: -1})
+				refs = append(refs, ref{len(out), len(td.Partitions)})
+			}
+			td.Partitions = append(td.Partitions, pd)
+		}
+		out = append(out, td)
+	}
+	if len(req.Partitions) > 0 {
+		resp, err := m.coord.ReadMirrorStates(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range resp.Partitions {
+			pd := &out[refs[i].t].Partitions[refs[i].p]
+			pd.ErrorCode = r.ErrorCode
+			if r.ErrorCode != admin.CodeNone {
+				continue
+			}
+			pd.State, pd.LastMirrorEpoch, pd.LastMirrorOffset = r.State, r.LastMirrorEpoch, r.LastMirrorOffset
+			if r.ErrorMessage != nil {
+				pd.ErrorMessage = *r.ErrorMessage
+			}
+		}
+	}
+	return out, nil
+}
+
+// asAdminError keeps *admin.Error values and wraps others as UNKNOWN_SERVER_ERROR.
+func asAdminError(err error) error {
+	var ae *admin.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return admin.NewError(admin.CodeUnknownServerError, err.Error())
+}
+
+func dedupe(list []string) []string {
+	out := make([]string, 0, len(list))
+	for _, s := range list {
+		if !contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func containsResult(rs []TopicResult, topic string) bool {
+	for _, r := range rs {
+		if r.Topic == topic {
+			return true
+		}
+	}
+	return false
+}
+
+// sortResults orders results as the topics were asked, then the others by name.
+func sortResults(rs []TopicResult, order []string) []TopicResult {
+	pos := make(map[string]int, len(order))
+	for i, t := range order {
+		pos[t] = i
+	}
+	sort.SliceStable(rs, func(i, j int) bool {
+		pi, oki := pos[rs[i].Topic]
+		pj, okj := pos[rs[j].Topic]
+		switch {
+		case oki && okj:
+			return pi < pj
+		case oki != okj:
+			return oki
+		}
+		return rs[i].Topic < rs[j].Topic
+	})
+	return rs
+}
