@@ -22,11 +22,12 @@
 // Without the environment every test that asks for a cluster skips, except in CI with
 // CI=true and KMIRROR_REQUIRE_KAFKA=1, where a missing cluster fails the test.
 //
-// Hook for SASL (not built): a SASL_PLAINTEXT/SCRAM listener on cluster B would add a
-// variable KMIRROR_KAFKA_B_SASL to the env file (see the header of kafka.sh) and a
-// ClusterBSASL accessor here returning the address and SCRAM credentials.
+// Cluster B also has a SASL_SSL listener with SCRAM-SHA-512; the env file exports its address
+// (KMIRROR_KAFKA_B_SASL_SSL), the CA (KMIRROR_KAFKA_B_CA) and the credentials
+// (KMIRROR_KAFKA_B_USER, KMIRROR_KAFKA_B_PASSWORD).
 //
-// Concurrency: every function may be called from parallel tests, but StopBroker and
-// StartBroker change a cluster that all tests share; tests that call them must not run in
-// parallel with other tests using the same cluster.
+// Concurrency: a test that calls Brokers (or ClusterA/ClusterB) holds the clusters
+// exclusively until it ends, through a flock on <workdir>/tests.lock that spans the test
+// binaries `go test ./...` runs in parallel; StopBroker and StartBroker can therefore never
+// disturb another package's test. Tests that use the clusters must not call t.Parallel.
 package kafkatest

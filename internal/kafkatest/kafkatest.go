@@ -92,13 +92,15 @@ func Bootstrap(c Cluster) ([]string, error) {
 }
 
 // Brokers returns cluster c's bootstrap addresses. When the environment is missing it skips
-// the test, or fails it when [Required] is true.
+// the test, or fails it when [Required] is true. The test holds the clusters exclusively
+// until it ends (see holdClusters), so tests of different packages never disturb each other.
 func Brokers(t testing.TB, c Cluster) []string {
 	t.Helper()
 	addrs, err := Bootstrap(c)
 	if err != nil {
 		missing(t, err)
 	}
+	holdClusters(t)
 	return addrs
 }
 
