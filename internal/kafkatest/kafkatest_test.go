@@ -11,14 +11,18 @@ import (
 // tested without real Kafka.
 type fakeTB struct {
 	testing.TB
-	skipped bool
-	failed  bool
-	msg     string
+	skipped  bool
+	failed   bool
+	msg      string
+	cleanups []func()
 }
 
 type stop struct{}
 
 func (f *fakeTB) Helper() {}
+
+// Cleanup records fn; run calls the recorded functions last-first, as testing does.
+func (f *fakeTB) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
 
 func (f *fakeTB) Skip(args ...any) {
 	f.skipped, f.msg = true, fmt.Sprint(args...)
@@ -32,6 +36,12 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 
 // run calls fn with f and swallows the stop panic of Skip and Fatalf.
 func (f *fakeTB) run(fn func(testing.TB)) {
+	defer func() {
+		for i := len(f.cleanups) - 1; i >= 0; i-- {
+			f.cleanups[i]()
+		}
+		f.cleanups = nil
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			if _, ok := r.(stop); !ok {
