@@ -24,7 +24,8 @@ type FsyncPolicy int
 
 const (
 	// FsyncOnFlush fsyncs data only when the caller calls Flush (the caller
-	// drives an interval). The default.
+	// drives an interval). The default. The writeback of appended data is
+	// started (not waited for) every MiB, so Flush has little left to write.
 	FsyncOnFlush FsyncPolicy = iota
 	// FsyncEveryAppend fsyncs the segment before Append returns.
 	FsyncEveryAppend
@@ -120,7 +121,14 @@ type segment struct {
 	index      []indexEntry
 	sinceIndex int64
 	end        int64 // next offset after the last batch; base when empty
+	wbPos      int64 // writeback was started for [0, wbPos) (see startWriteback)
 }
+
+// writebackBytes is how many appended, not yet fsynced bytes of a segment
+// make a FileLog with FsyncOnFlush or FsyncEveryNBytes start their writeback
+// (startWriteback), so the disk writes while the mirror fetches instead of
+// all at the next fsync.
+const writebackBytes = 1 << 20
 
 func segName(base int64, ext string) string { return fmt.Sprintf("%020d%s", base, ext) }
 
@@ -401,7 +409,7 @@ func (s *segment) scan(lower int64, verify bool, interval int64, fn func(batchIn
 	hdr := make([]byte, records.HeaderSize)
 	var buf []byte
 	var pos int64
-	defer func() { s.size = pos }()
+	defer func() { s.size, s.wbPos = pos, pos }()
 	for pos < total {
 		if total-pos < records.HeaderSize {
 			return true, nil
@@ -625,6 +633,7 @@ func (l *FileLog) appendLocked(buf []byte, infos []batchInfo) error {
 		}
 		s.size = size
 		l.unflushed += int64(len(run))
+		l.maybeWritebackLocked(s)
 		i = j
 	}
 	switch l.opts.Fsync {
@@ -646,6 +655,19 @@ func (l *FileLog) appendLocked(buf []byte, infos []batchInfo) error {
 	return nil
 }
 
+// maybeWritebackLocked starts the writeback of s's recent appends once
+// writebackBytes accumulated, for the policies that fsync later.
+func (l *FileLog) maybeWritebackLocked(s *segment) {
+	if l.opts.Fsync != FsyncOnFlush && l.opts.Fsync != FsyncEveryNBytes {
+		return
+	}
+	s.wbPos = min(s.wbPos, s.size) // the segment may have been cut since
+	if s.size-s.wbPos >= writebackBytes {
+		startWriteback(s.log, s.wbPos, s.size-s.wbPos)
+		s.wbPos = s.size
+	}
+}
+
 func (l *FileLog) syncDataLocked() error {
 	if err := l.active().log.Sync(); err != nil {
 		return fmt.Errorf("fetcher: fsync: %w", err)
@@ -655,13 +677,19 @@ func (l *FileLog) syncDataLocked() error {
 }
 
 // Append implements Log.
-func (l *FileLog) Append(batches []byte) error {
+func (l *FileLog) Append(batches []byte) error { return l.appendChecked(batches, true) }
+
+// appendPreverified implements preverifiedAppender: Append without
+// recomputing the CRCs the fetch loop has just verified.
+func (l *FileLog) appendPreverified(batches []byte) error { return l.appendChecked(batches, false) }
+
+func (l *FileLog) appendChecked(batches []byte, verifyCRC bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return ErrClosed
 	}
-	infos, err := splitBatches(batches, l.st.logEnd)
+	infos, err := splitBatchesCRC(batches, l.st.logEnd, verifyCRC)
 	if err != nil {
 		return err
 	}

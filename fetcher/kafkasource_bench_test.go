@@ -168,6 +168,60 @@ func BenchmarkMirror(b *testing.B) {
 			require.NoError(b, src.Close())
 		}
 	})
+	b.Run("raw-fetch-write", func(b *testing.B) {
+		// The realistic ceiling of a mirror that stores the bytes: the raw
+		// loop plus one pwrite of every partition's fetched bytes to its own
+		// fresh file (no CRC, no index, no fsync, as kmirror-filelog here).
+		d := loadBench(b)
+		b.SetBytes(d.bytes)
+		ctx := context.Background()
+		for range b.N {
+			b.StopTimer()
+			dir := b.TempDir()
+			files := make([]*os.File, d.parts)
+			offs := make([]int64, d.parts)
+			for p := range files {
+				f, err := os.Create(filepath.Join(dir, strconv.Itoa(p)))
+				require.NoError(b, err)
+				files[p] = f
+			}
+			b.StartTimer()
+			src := newBenchSource(b, d)
+			next := make([]int64, d.parts)
+			info, err := src.PartitionInfo(ctx, d.topic, 0, true)
+			require.NoError(b, err)
+			for {
+				var reqs []FetchPartition
+				for p := range d.parts {
+					if next[p] < d.hw[p] {
+						reqs = append(reqs, FetchPartition{Topic: d.topic, TopicID: info.TopicID, Partition: p, FetchOffset: next[p],
+							LastFetchedEpoch: -1, CurrentLeaderEpoch: -1, MaxBytes: 8 << 20})
+					}
+				}
+				if len(reqs) == 0 {
+					break
+				}
+				res, err := src.Fetch(ctx, reqs)
+				require.NoError(b, err)
+				for i, r := range res {
+					p := reqs[i].Partition
+					it := records.NewIterator(r.Records)
+					for it.Next() {
+						next[p] = it.Batch().NextOffset()
+					}
+					_, err := files[p].WriteAt(r.Records[:it.Pos()], offs[p])
+					require.NoError(b, err)
+					offs[p] += int64(it.Pos())
+				}
+			}
+			require.NoError(b, src.Close())
+			b.StopTimer()
+			for _, f := range files {
+				require.NoError(b, f.Close())
+			}
+			b.StartTimer()
+		}
+	})
 	b.Run("sarama-copier", func(b *testing.B) {
 		d := loadBench(b)
 		b.SetBytes(d.bytes)

@@ -47,13 +47,19 @@ func headerInfo(h []byte) batchInfo {
 
 // checkBatch fully validates one whole batch (structure, magic, CRC, sane
 // offsets, control type) and returns its info.
-func checkBatch(buf []byte) (batchInfo, error) {
+func checkBatch(buf []byte) (batchInfo, error) { return checkBatchCRC(buf, true) }
+
+// checkBatchCRC is checkBatch; verifyCRC false skips only the CRC, for bytes
+// whose CRC the caller has just verified (the fetch loop).
+func checkBatchCRC(buf []byte, verifyCRC bool) (batchInfo, error) {
 	b, err := records.ParseBatch(buf)
 	if err != nil {
 		return batchInfo{}, err
 	}
-	if err := b.VerifyCRC(); err != nil {
-		return batchInfo{}, err
+	if verifyCRC {
+		if err := b.VerifyCRC(); err != nil {
+			return batchInfo{}, err
+		}
 	}
 	info := headerInfo(b)
 	info.size = len(b)
@@ -74,13 +80,19 @@ func checkBatch(buf []byte) (batchInfo, error) {
 // batches with strictly increasing, non-overlapping offsets, the first at or
 // after logEnd. Nothing is retained.
 func splitBatches(buf []byte, logEnd int64) ([]batchInfo, error) {
+	return splitBatchesCRC(buf, logEnd, true)
+}
+
+// splitBatchesCRC is splitBatches; verifyCRC false skips only the CRC check
+// (see checkBatchCRC).
+func splitBatchesCRC(buf []byte, logEnd int64, verifyCRC bool) ([]batchInfo, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("%w: empty input", ErrInvalidBatch)
 	}
 	var out []batchInfo
 	next := logEnd
 	for pos := 0; pos < len(buf); {
-		info, err := checkBatch(buf[pos:])
+		info, err := checkBatchCRC(buf[pos:], verifyCRC)
 		if err != nil {
 			return nil, fmt.Errorf("%w at position %d: %w", ErrInvalidBatch, pos, err)
 		}

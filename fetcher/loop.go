@@ -890,7 +890,7 @@ func (f *Fetcher) appendRecords(ps *partState, req FetchPartition, r FetchResult
 	}
 	var appended int64
 	if start >= 0 && end > start {
-		if err := ps.log.Append(r.Records[start:end]); err != nil {
+		if err := appendVerified(ps.log, r.Records[start:end]); err != nil {
 			f.fail(ps, fmt.Errorf("fetcher: %s append at %d: %w", ps.tp, req.FetchOffset, err))
 			return
 		}
@@ -922,6 +922,32 @@ func (f *Fetcher) appendRecords(ps *partState, req FetchPartition, r FetchResult
 		return
 	}
 	f.succeeded(ps)
+}
+
+// preverifiedAppender is implemented by this package's logs: Append for
+// batches whose CRCs the caller has just verified, skipping only that check
+// (each batch's CRC is computed once on the mirror path).
+type preverifiedAppender interface {
+	appendPreverified(batches []byte) error
+}
+
+var (
+	_ preverifiedAppender = (*FileLog)(nil)
+	_ preverifiedAppender = (*MemoryLog)(nil)
+)
+
+// appendVerified appends batches the loop has CRC-checked to l. Only this
+// package's own log types take the short path (matched by concrete type, so
+// a host type embedding one and overriding Append still gets its Append
+// called); every other Log gets Append.
+func appendVerified(l Log, batches []byte) error {
+	switch l := l.(type) {
+	case *FileLog:
+		return l.appendPreverified(batches)
+	case *MemoryLog:
+		return l.appendPreverified(batches)
+	}
+	return l.Append(batches)
 }
 
 // truncateLog truncates l as Kafka's UnifiedLog.truncateTo does: a batch that

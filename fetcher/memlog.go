@@ -111,7 +111,13 @@ func (m *MemoryLog) faultAppendLocked() error {
 }
 
 // Append implements Log.
-func (m *MemoryLog) Append(batches []byte) error {
+func (m *MemoryLog) Append(batches []byte) error { return m.appendChecked(batches, true) }
+
+// appendPreverified implements preverifiedAppender: Append without
+// recomputing the CRCs the fetch loop has just verified.
+func (m *MemoryLog) appendPreverified(batches []byte) error { return m.appendChecked(batches, false) }
+
+func (m *MemoryLog) appendChecked(batches []byte, verifyCRC bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -120,7 +126,7 @@ func (m *MemoryLog) Append(batches []byte) error {
 	if err := m.faultAppendLocked(); err != nil {
 		return err
 	}
-	infos, err := splitBatches(batches, m.st.logEnd)
+	infos, err := splitBatchesCRC(batches, m.st.logEnd, verifyCRC)
 	if err != nil {
 		return err
 	}
