@@ -305,6 +305,38 @@ func (s *KafkaStore) waitLeaders(ctx context.Context) error {
 	}
 }
 
+// leaderRetry bounds the retries of leadership errors during a load.
+type leaderRetry struct {
+	deadline time.Time
+	wait     time.Duration
+}
+
+func newLeaderRetry(timeout time.Duration) *leaderRetry {
+	return &leaderRetry{deadline: time.Now().Add(timeout), wait: 20 * time.Millisecond}
+}
+
+// again reports whether err is a leadership error worth another try before the deadline;
+// if so it waits (doubling, at most 1 s) and refreshes the topic's metadata first.
+func (r *leaderRetry) again(ctx context.Context, client sarama.Client, topic string, err error) bool {
+	if !errors.Is(err, sarama.ErrNotLeaderForPartition) && !errors.Is(err, sarama.ErrLeaderNotAvailable) &&
+		!errors.Is(err, sarama.ErrReplicaNotAvailable) {
+		return false
+	}
+	if time.Now().Add(r.wait).After(r.deadline) {
+		return false
+	}
+	t := time.NewTimer(r.wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	r.wait = min(2*r.wait, time.Second)
+	_ = client.RefreshMetadata(topic)
+	return true
+}
+
 // isFenced reports whether err says a newer producer epoch owns the
 // transactional id.
 func isFenced(err error) bool {
@@ -378,9 +410,20 @@ func (s *KafkaStore) readCommitted(ctx context.Context, partition int32, fn func
 	if err := s.client.RefreshMetadata(topic); err != nil {
 		return fmt.Errorf("coordinator: metadata of %s: %w", topic, err)
 	}
-	offset, err := s.client.GetOffset(topic, partition, sarama.OffsetOldest)
-	if err != nil {
-		return fmt.Errorf("coordinator: log start of %s-%d: %w", topic, partition, err)
+	// A leader that metadata already names may not serve the partition yet (a state
+	// topic just created, a leader just elected): leadership errors are retried with a
+	// metadata refresh until the store's Timeout.
+	retry := newLeaderRetry(s.cfg.Timeout)
+	var offset int64
+	for {
+		var err error
+		offset, err = s.client.GetOffset(topic, partition, sarama.OffsetOldest)
+		if err == nil {
+			break
+		}
+		if !retry.again(ctx, s.client, topic, err) {
+			return fmt.Errorf("coordinator: log start of %s-%d: %w", topic, partition, err)
+		}
 	}
 	aborted := make(map[int64]bool) // producer ids inside an aborted transaction
 	var pendingAborts []*sarama.AbortedTransaction
@@ -406,6 +449,12 @@ func (s *KafkaStore) readCommitted(ctx context.Context, partition int32, fn func
 		}
 		switch block.Err {
 		case sarama.ErrNoError:
+		case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrReplicaNotAvailable:
+			// nothing of this response was replayed: refresh and fetch the same offset again
+			if retry.again(ctx, s.client, topic, block.Err) {
+				continue
+			}
+			return fmt.Errorf("coordinator: fetch %s-%d@%d: %w", topic, partition, offset, block.Err)
 		case sarama.ErrOffsetOutOfRange:
 			if block.LogStartOffset > offset {
 				offset = block.LogStartOffset // compaction or retention moved the log start
