@@ -322,8 +322,14 @@ func (f *Fetcher) run(ctx context.Context) {
 			f.endPrefetch(pf)
 			pf = nil
 		}
+		removed := false
 		for _, o := range ops {
+			removed = removed || o.add == nil
 			o.done <- f.apply(o, parts, &order)
+		}
+		if removed {
+			// once per batch of ops, not per remove: stopping n partitions stays O(n)
+			order = compact(order, parts)
 		}
 		if ctx.Err() != nil {
 			f.failPending()
@@ -566,12 +572,15 @@ func (f *Fetcher) idle(ctx context.Context, timer *time.Timer, next time.Time) {
 
 func (f *Fetcher) apply(o op, parts map[TopicPartition]*partState, order *[]TopicPartition) error {
 	if o.add == nil {
-		delete(parts, o.remove)
-		*order = compact(*order, parts)
+		delete(parts, o.remove) // order is compacted by the caller after the batch
 		f.mu.Lock()
 		delete(f.status, o.remove)
 		f.mu.Unlock()
 		return nil
+	}
+	if len(*order) > len(parts) {
+		// a remove earlier in this batch left a stale entry; drop it before re-adding
+		*order = compact(*order, parts)
 	}
 	seen := make(map[TopicPartition]bool, len(o.add))
 	for _, p := range o.add {
