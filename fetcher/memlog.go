@@ -83,7 +83,16 @@ func (m *MemoryLog) FailFlushAfter(n int) {
 func (m *MemoryLog) Crash() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.batches = m.batches[:m.durable:m.durable]
+	if len(m.batches) > m.durable {
+		m.batches = m.batches[:m.durable:m.durable]
+		// A truncation floor above the surviving data would leave a hole where the
+		// dropped batches were: the log ends where its durable data ends.
+		end := m.st.logStart
+		if n := len(m.batches); n > 0 {
+			end = m.batches[n-1].info.next()
+		}
+		m.floor = min(m.floor, max(end, m.st.logStart))
+	}
 	m.rebuildLocked()
 	m.st.hw = m.st.logEnd
 	m.closed = false

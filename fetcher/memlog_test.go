@@ -64,3 +64,21 @@ func TestMemoryLogFaultInjection(t *testing.T) {
 	l.Crash()
 	require.Equal(t, int64(1), l.LogEndOffset())
 }
+
+// TestMemoryLogCrashAfterTruncateLeavesNoHole: batches that were never flushed are gone
+// after Crash even when a later Truncate kept them, and the log end follows the surviving
+// data instead of the truncation offset (no offsets without data).
+func TestMemoryLogCrashAfterTruncateLeavesNoHole(t *testing.T) {
+	l := NewMemoryLog(MemoryLogOptions{})
+	for i := int64(0); i < 3; i++ {
+		require.NoError(t, l.Append(dataBatch(t, 2*i, 0, 2)))
+	}
+	require.NoError(t, l.Truncate(4))
+	require.Equal(t, int64(4), l.LogEndOffset())
+	l.Crash()
+	require.Equal(t, int64(0), l.LogStartOffset())
+	require.Equal(t, int64(0), l.LogEndOffset(), "nothing was flushed")
+	data, err := l.Read(0, 1<<20)
+	require.NoError(t, err)
+	require.Empty(t, data)
+}
