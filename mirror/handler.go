@@ -308,18 +308,18 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 // state is STOPPED; the partitions reach STOPPED asynchronously (poll
 // DescribeClusterMirrors). StateOffset is not forwarded (see DeleteClusterMirrors).
 func (h *handler) StopMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.StopMirrorTopicsRequest) (*admin.StopMirrorTopicsResponse, error) {
-	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
-	defer cancel()
 	names := make([]string, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		names = append(names, t.TopicName)
 	}
-	res, err := h.m.StopMirrorTopics(ctx, req.MirrorName, names, StopOptions{Patterns: req.Patterns})
+	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+		return h.m.StopMirrorTopics(ctx, req.MirrorName, names, StopOptions{Patterns: req.Patterns})
+	})
 	if err != nil {
-		return nil, h.wireError(rc, err)
+		return nil, err
 	}
 	resp := admin.NewPtrStopMirrorTopicsResponse()
-	for _, o := range h.outcomes(rc, res) {
+	for _, o := range outs {
 		rt := admin.NewStopMirrorTopicsResponseTopic()
 		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
 		resp.Topics = append(resp.Topics, rt)
@@ -327,20 +327,32 @@ func (h *handler) StopMirrorTopics(ctx context.Context, rc *admin.RequestContext
 	return resp, nil
 }
 
+// lifecycle runs one per-topic lifecycle operation within the request's timeout and
+// returns the per-topic outcomes of the response (a whole-request failure as a wire error).
+func (h *handler) lifecycle(ctx context.Context, rc *admin.RequestContext, timeoutMs int32, op func(context.Context) ([]TopicResult, error)) ([]topicOutcome, error) {
+	ctx, cancel := withTimeout(ctx, timeoutMs)
+	defer cancel()
+	res, err := op(ctx)
+	if err != nil {
+		return nil, h.wireError(rc, err)
+	}
+	return h.outcomes(rc, res), nil
+}
+
 // PauseMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.PauseMirrorTopicsRequest) (*admin.PauseMirrorTopicsResponse, error) {
-	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
-	defer cancel()
 	names := make([]string, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		names = append(names, t.TopicName)
 	}
-	res, err := h.m.PauseMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+		return h.m.PauseMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	})
 	if err != nil {
-		return nil, h.wireError(rc, err)
+		return nil, err
 	}
 	resp := admin.NewPtrPauseMirrorTopicsResponse()
-	for _, o := range h.outcomes(rc, res) {
+	for _, o := range outs {
 		rt := admin.NewPauseMirrorTopicsResponseTopic()
 		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
 		resp.Topics = append(resp.Topics, rt)
@@ -350,18 +362,18 @@ func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContex
 
 // ResumeMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) ResumeMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.ResumeMirrorTopicsRequest) (*admin.ResumeMirrorTopicsResponse, error) {
-	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
-	defer cancel()
 	names := make([]string, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		names = append(names, t.TopicName)
 	}
-	res, err := h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+		return h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	})
 	if err != nil {
-		return nil, h.wireError(rc, err)
+		return nil, err
 	}
 	resp := admin.NewPtrResumeMirrorTopicsResponse()
-	for _, o := range h.outcomes(rc, res) {
+	for _, o := range outs {
 		rt := admin.NewResumeMirrorTopicsResponseTopic()
 		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
 		resp.Topics = append(resp.Topics, rt)
