@@ -262,83 +262,77 @@ func wait(ctx context.Context, o *op) (opResult, error) {
 // __mirror_state partition that owns its key. Partitions of unowned or
 // loading shards carry NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
 func (r *Runtime) ReadMirrorStates(ctx context.Context, req ReadRequest) (ReadResponse, error) {
-	groups := make(map[int32][]int)
-	for i, p := range req.Partitions {
-		id := r.PartitionFor(req.MirrorName, p.TopicID, p.Partition)
-		groups[id] = append(groups[id], i)
+	out, err := scatter(ctx, r, req.Partitions,
+		func(p ReadPartition) int32 { return r.PartitionFor(req.MirrorName, p.TopicID, p.Partition) },
+		func(sub []ReadPartition) *op {
+			return &op{kind: opRead, read: ReadRequest{MirrorName: req.MirrorName, Partitions: sub}, resp: make(chan opResult, 1)}
+		},
+		func(res opResult) []ReadPartitionResult { return res.read.Partitions },
+		func(p ReadPartition, code admin.Code) ReadPartitionResult {
+			return ReadPartitionResult{TopicID: p.TopicID, Partition: p.Partition, State: -1,
+				LeaderEpoch: -1, StateEpoch: -1, LastMirrorEpoch: -1, LastMirrorOffset: -1, ErrorCode: code}
+		})
+	if err != nil {
+		return ReadResponse{}, err
 	}
-	resp := ReadResponse{Partitions: make([]ReadPartitionResult, len(req.Partitions))}
-	type sent struct {
-		idx []int
-		o   *op
-	}
-	var pending []sent
-	for id, idx := range groups {
-		sub := ReadRequest{MirrorName: req.MirrorName, Partitions: make([]ReadPartition, len(idx))}
-		for j, i := range idx {
-			sub.Partitions[j] = req.Partitions[i]
-		}
-		o := &op{kind: opRead, read: sub, resp: make(chan opResult, 1)}
-		code, err := r.submit(ctx, id, o)
-		if err != nil {
-			return ReadResponse{}, err
-		}
-		if code != admin.CodeNone {
-			fillRead(resp.Partitions, idx, req.Partitions, code)
-			continue
-		}
-		pending = append(pending, sent{idx, o})
-	}
-	for _, s := range pending {
-		res, err := wait(ctx, s.o)
-		if err != nil {
-			return ReadResponse{}, err
-		}
-		if res.code != admin.CodeNone {
-			fillRead(resp.Partitions, s.idx, req.Partitions, res.code)
-			continue
-		}
-		for j, i := range s.idx {
-			resp.Partitions[i] = res.read.Partitions[j]
-		}
-	}
-	return resp, nil
-}
-
-func fillRead(dst []ReadPartitionResult, idx []int, req []ReadPartition, code admin.Code) {
-	for _, i := range idx {
-		dst[i] = ReadPartitionResult{TopicID: req[i].TopicID, Partition: req[i].Partition, State: -1,
-			LeaderEpoch: -1, StateEpoch: -1, LastMirrorEpoch: -1, LastMirrorOffset: -1, ErrorCode: code}
-	}
+	return ReadResponse{Partitions: out}, nil
 }
 
 // WriteMirrorStates answers a write, routing each partition to the
 // __mirror_state partition that owns its key. It returns once every accepted
 // record is durable (or its append failed).
 func (r *Runtime) WriteMirrorStates(ctx context.Context, req WriteRequest) (WriteResponse, error) {
+	out, err := scatter(ctx, r, req.Partitions,
+		func(p WritePartition) int32 { return r.PartitionFor(req.MirrorName, p.TopicID, p.Partition) },
+		func(sub []WritePartition) *op {
+			return &op{kind: opWrite, write: WriteRequest{MirrorName: req.MirrorName, Partitions: sub}, resp: make(chan opResult, 1)}
+		},
+		func(res opResult) []WritePartitionResult { return res.write.Partitions },
+		func(p WritePartition, code admin.Code) WritePartitionResult {
+			return WritePartitionResult{TopicID: p.TopicID, Partition: p.Partition, StateEpoch: -1,
+				ErrorCode: code, ErrorMessage: code.String()}
+		})
+	if err != nil {
+		return WriteResponse{}, err
+	}
+	return WriteResponse{Partitions: out}, nil
+}
+
+// scatter routes the partitions of one request to the __mirror_state partitions that
+// own their keys (owner), submits one op per owner (mk builds it from that owner's
+// partitions), waits for every op and gathers the answers in request order (take reads
+// an op's answers). A group refused as a whole (not owned, loading, failed append) is
+// answered partition by partition with fill.
+func scatter[P, R any](ctx context.Context, r *Runtime, parts []P, owner func(P) int32,
+	mk func([]P) *op, take func(opResult) []R, fill func(P, admin.Code) R) ([]R, error) {
 	groups := make(map[int32][]int)
-	for i, p := range req.Partitions {
-		id := r.PartitionFor(req.MirrorName, p.TopicID, p.Partition)
+	for i, p := range parts {
+		id := owner(p)
 		groups[id] = append(groups[id], i)
 	}
-	resp := WriteResponse{Partitions: make([]WritePartitionResult, len(req.Partitions))}
+	out := make([]R, len(parts))
+	fillAll := func(idx []int, code admin.Code) {
+		for _, i := range idx {
+			out[i] = fill(parts[i], code)
+		}
+	}
 	type sent struct {
 		idx []int
 		o   *op
 	}
 	var pending []sent
 	for id, idx := range groups {
-		sub := WriteRequest{MirrorName: req.MirrorName, Partitions: make([]WritePartition, len(idx))}
+		sub := make([]P, len(idx))
 		for j, i := range idx {
-			sub.Partitions[j] = req.Partitions[i]
+			sub[j] = parts[i]
 		}
-		o := &op{kind: opWrite, write: sub, resp: make(chan opResult, 1)}
+		o := mk(sub)
 		code, err := r.submit(ctx, id, o)
 		if err != nil {
-			return WriteResponse{}, err
+			return nil, err
 		}
 		if code != admin.CodeNone {
-			fillWrite(resp.Partitions, idx, req.Partitions, code)
+			fillAll(idx, code)
 			continue
 		}
 		pending = append(pending, sent{idx, o})
@@ -346,24 +340,18 @@ func (r *Runtime) WriteMirrorStates(ctx context.Context, req WriteRequest) (Writ
 	for _, s := range pending {
 		res, err := wait(ctx, s.o)
 		if err != nil {
-			return WriteResponse{}, err
+			return nil, err
 		}
 		if res.code != admin.CodeNone {
-			fillWrite(resp.Partitions, s.idx, req.Partitions, res.code)
+			fillAll(s.idx, res.code)
 			continue
 		}
+		got := take(res)
 		for j, i := range s.idx {
-			resp.Partitions[i] = res.write.Partitions[j]
+			out[i] = got[j]
 		}
 	}
-	return resp, nil
-}
-
-func fillWrite(dst []WritePartitionResult, idx []int, req []WritePartition, code admin.Code) {
-	for _, i := range idx {
-		dst[i] = WritePartitionResult{TopicID: req[i].TopicID, Partition: req[i].Partition, StateEpoch: -1,
-			ErrorCode: code, ErrorMessage: code.String()}
-	}
+	return out, nil
 }
 
 // DeleteMirror writes tombstones for both keys of every partition of mirror
