@@ -36,6 +36,7 @@ type FencedError struct {
 	Cause     error // the underlying client error, if any
 }
 
+// Error describes the fenced owner epoch and the partition.
 func (e *FencedError) Error() string {
 	msg := fmt.Sprintf("coordinator: owner epoch %d of state partition %d fenced", e.Epoch, e.Partition)
 	if e.Current >= 0 {

@@ -36,6 +36,7 @@ type CorruptBatchError struct {
 	Err    error
 }
 
+// Error names the partition, the offset and the reason.
 func (e *CorruptBatchError) Error() string {
 	return fmt.Sprintf("fetcher: corrupt batch from source %s at offset %d: %s", e.TopicPartition, e.Offset, e.Reason)
 }
@@ -55,6 +56,7 @@ type EpochFencingError struct {
 	LocalEpoch int32
 }
 
+// Error names the partition, the batch and both leader epochs.
 func (e *EpochFencingError) Error() string {
 	return fmt.Sprintf("fetcher: %s batch at offset %d has leader epoch %d above the destination leader epoch %d",
 		e.TopicPartition, e.Offset, e.BatchEpoch, e.LocalEpoch)
@@ -71,6 +73,7 @@ type DivergedError struct {
 	TruncatedTo int64
 }
 
+// Error names the partition, the divergence and the truncation offset.
 func (e *DivergedError) Error() string {
 	return fmt.Sprintf("fetcher: %s diverged from the source (epoch %d, end offset %d); truncated to %d",
 		e.TopicPartition, e.Divergence.Epoch, e.Divergence.EndOffset, e.TruncatedTo)

@@ -186,6 +186,7 @@ type SourceError struct {
 	Code int16
 }
 
+// Error names the operation, the partition and the source error code.
 func (e *SourceError) Error() string {
 	return fmt.Sprintf("fetcher: %s %s: source error code %d", e.Op, e.TopicPartition, e.Code)
 }

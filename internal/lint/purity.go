@@ -46,6 +46,7 @@ type Violation struct {
 	Rule string
 }
 
+// String formats the violation as "file:line:col: rule".
 func (v Violation) String() string { return fmt.Sprintf("%s: %s", v.Pos, v.Rule) }
 
 // CheckFile reports the purity violations of one parsed file.
