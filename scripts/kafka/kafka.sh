@@ -302,9 +302,16 @@ format_node() { # cluster id cluster-id
 	}
 }
 
-# Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
+# Kafka cluster ids are 16 random bytes in URL-safe base64 without padding. Like Kafka's own
+# Uuid.randomUuid, never one that starts with "-": the storage tool's argument parser would read
+# it as an option (which made about one start in thirty fail).
 random_cluster_id() {
-	head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+	local id
+	while :; do
+		id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+		[[ "$id" == -* ]] || break
+	done
+	printf '%s\n' "$id"
 }
 
 # ---------------------------------------------------------------------------------------------
