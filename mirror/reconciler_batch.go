@@ -14,125 +14,100 @@ import (
 // order of one partition's calls) are unchanged: a reconciler has at most one call in
 // flight. One goroutine per kind runs while there is work; none runs when idle.
 type stateBatcher struct {
-	m      *Mirror
-	mirror string
-
-	mu      sync.Mutex // guards the fields below
-	reads   []*pendingRead
-	writes  []*pendingWrite
-	running [2]bool // a drain goroutine is active for reads / writes
-}
-
-type pendingRead struct {
-	p    coordinator.ReadPartition
-	res  coordinator.ReadPartitionResult
-	err  error
-	done chan struct{}
-}
-
-type pendingWrite struct {
-	p    coordinator.WritePartition
-	res  coordinator.WritePartitionResult
-	err  error
-	done chan struct{}
+	reads  groupCommit[coordinator.ReadPartition, coordinator.ReadPartitionResult]
+	writes groupCommit[coordinator.WritePartition, coordinator.WritePartitionResult]
 }
 
 func newStateBatcher(m *Mirror, mirror string) *stateBatcher {
-	return &stateBatcher{m: m, mirror: mirror}
+	b := &stateBatcher{}
+	b.reads = groupCommit[coordinator.ReadPartition, coordinator.ReadPartitionResult]{m: m,
+		send: func(ctx context.Context, ps []coordinator.ReadPartition) ([]coordinator.ReadPartitionResult, error) {
+			resp, err := m.coord.ReadMirrorStates(ctx, coordinator.ReadRequest{MirrorName: mirror, Partitions: ps})
+			return resp.Partitions, err
+		}}
+	b.writes = groupCommit[coordinator.WritePartition, coordinator.WritePartitionResult]{m: m,
+		send: func(ctx context.Context, ps []coordinator.WritePartition) ([]coordinator.WritePartitionResult, error) {
+			resp, err := m.coord.WriteMirrorStates(ctx, coordinator.WriteRequest{MirrorName: mirror, Partitions: ps})
+			return resp.Partitions, err
+		}}
+	return b
 }
 
 // read reads one partition through the batch.
 func (b *stateBatcher) read(ctx context.Context, p coordinator.ReadPartition) (coordinator.ReadPartitionResult, error) {
-	pr := &pendingRead{p: p, done: make(chan struct{})}
-	b.mu.Lock()
-	b.reads = append(b.reads, pr)
-	start := !b.running[0]
-	b.running[0] = true
-	b.mu.Unlock()
-	if start {
-		b.m.wg.Add(1)
-		go b.drainReads()
-	}
-	select {
-	case <-pr.done:
-		return pr.res, pr.err
-	case <-ctx.Done():
-		return coordinator.ReadPartitionResult{}, ctx.Err()
-	}
+	return b.reads.do(ctx, p)
 }
 
 // write writes one partition through the batch.
 func (b *stateBatcher) write(ctx context.Context, p coordinator.WritePartition) (coordinator.WritePartitionResult, error) {
-	pw := &pendingWrite{p: p, done: make(chan struct{})}
-	b.mu.Lock()
-	b.writes = append(b.writes, pw)
-	start := !b.running[1]
-	b.running[1] = true
-	b.mu.Unlock()
+	return b.writes.do(ctx, p)
+}
+
+// groupCommit queues calls of one kind and sends everything queued as one request
+// while no request of that kind is in flight. send answers in request order.
+type groupCommit[P, R any] struct {
+	m    *Mirror
+	send func(context.Context, []P) ([]R, error)
+
+	mu      sync.Mutex // guards queue and running
+	queue   []*pendingCall[P, R]
+	running bool // a drain goroutine is active
+}
+
+type pendingCall[P, R any] struct {
+	p    P
+	res  R
+	err  error
+	done chan struct{}
+}
+
+// do queues p, starts the drain goroutine when none runs, and waits for p's answer.
+func (g *groupCommit[P, R]) do(ctx context.Context, p P) (R, error) {
+	pc := &pendingCall[P, R]{p: p, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, pc)
+	start := !g.running
+	g.running = true
+	g.mu.Unlock()
 	if start {
-		b.m.wg.Add(1)
-		go b.drainWrites()
+		g.m.wg.Add(1)
+		go g.drain()
 	}
 	select {
-	case <-pw.done:
-		return pw.res, pw.err
+	case <-pc.done:
+		return pc.res, pc.err
 	case <-ctx.Done():
-		return coordinator.WritePartitionResult{}, ctx.Err()
+		var zero R
+		return zero, ctx.Err()
 	}
 }
 
-func (b *stateBatcher) drainReads() {
-	defer b.m.wg.Done()
+// drain sends the queued calls as one request, answers them, and repeats until the
+// queue is empty.
+func (g *groupCommit[P, R]) drain() {
+	defer g.m.wg.Done()
 	for {
-		b.mu.Lock()
-		batch := b.reads
-		b.reads = nil
+		g.mu.Lock()
+		batch := g.queue
+		g.queue = nil
 		if len(batch) == 0 {
-			b.running[0] = false
-			b.mu.Unlock()
+			g.running = false
+			g.mu.Unlock()
 			return
 		}
-		b.mu.Unlock()
-		req := coordinator.ReadRequest{MirrorName: b.mirror, Partitions: make([]coordinator.ReadPartition, len(batch))}
-		for i, pr := range batch {
-			req.Partitions[i] = pr.p
+		g.mu.Unlock()
+		ps := make([]P, len(batch))
+		for i, pc := range batch {
+			ps[i] = pc.p
 		}
-		resp, err := b.m.coord.ReadMirrorStates(b.m.ctx, req)
-		for i, pr := range batch {
+		res, err := g.send(g.m.ctx, ps)
+		for i, pc := range batch {
 			if err != nil {
-				pr.err = err
+				pc.err = err
 			} else {
-				pr.res = resp.Partitions[i]
+				pc.res = res[i]
 			}
-			close(pr.done)
-		}
-	}
-}
-
-func (b *stateBatcher) drainWrites() {
-	defer b.m.wg.Done()
-	for {
-		b.mu.Lock()
-		batch := b.writes
-		b.writes = nil
-		if len(batch) == 0 {
-			b.running[1] = false
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		req := coordinator.WriteRequest{MirrorName: b.mirror, Partitions: make([]coordinator.WritePartition, len(batch))}
-		for i, pw := range batch {
-			req.Partitions[i] = pw.p
-		}
-		resp, err := b.m.coord.WriteMirrorStates(b.m.ctx, req)
-		for i, pw := range batch {
-			if err != nil {
-				pw.err = err
-			} else {
-				pw.res = resp.Partitions[i]
-			}
-			close(pw.done)
+			close(pc.done)
 		}
 	}
 }
