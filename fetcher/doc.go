@@ -15,8 +15,10 @@
 // partition's fetch loop or workflow, never both at once) and many readers
 // (consumers serving Read, lag and describe calls). A FileLog directory is
 // owned by one process at a time, enforced with an exclusive flock on its
-// lock file. The fetch loop is one goroutine per Fetcher and is the only writer
-// of the Logs it mirrors into; Remove returns once the loop no longer writes the
+// lock file. A Fetcher's loop goroutine owns the fetch state of its partitions
+// and is the only writer of their Logs (appending the partitions of one
+// response in parallel, one goroutine per Log); it keeps one Fetch in flight
+// per source leader. Remove returns once the loop no longer writes the
 // partition, and Close waits for every goroutine. Sources are safe for
 // concurrent use; KafkaSource sends each fetch to the partitions' leaders in
 // parallel, one request in flight per broker.

@@ -28,7 +28,8 @@ type KafkaSourceConfig struct {
 	MaxWait time.Duration
 	// MinBytes is the Fetch minimum; default 1.
 	MinBytes int32
-	// MaxBytes bounds a whole Fetch response per broker; default 64 MiB.
+	// MaxBytes bounds a whole Fetch response per broker; default
+	// DefaultResponseMaxBytes.
 	MaxBytes int32
 	// DivergenceViaOffsetForLeaderEpoch tells the fetch loop that this source
 	// never returns DivergingEpoch (kfake; brokers before Kafka 2.7), so it must
@@ -52,6 +53,15 @@ func (c KafkaSourceConfig) Validate() error {
 	}
 	return nil
 }
+
+// The fetch sizes default to the KIP's mirror settings, which are Kafka's own
+// replica fetcher defaults: fetch.max.bytes (per partition) and
+// fetch.response.max.bytes. A batch larger than either still comes back whole
+// (Kafka returns the first batch regardless).
+const (
+	DefaultPartitionMaxBytes = 1 << 20
+	DefaultResponseMaxBytes  = 10 << 20
+)
 
 // KafkaSource is a Source reading a Kafka cluster with raw kmsg requests sent
 // through a kgo client to each partition's leader: Fetch (v12+, with
@@ -87,7 +97,7 @@ func NewKafkaSource(cfg KafkaSourceConfig) (*KafkaSource, error) {
 		cfg.MinBytes = 1
 	}
 	if cfg.MaxBytes == 0 {
-		cfg.MaxBytes = 64 << 20
+		cfg.MaxBytes = DefaultResponseMaxBytes
 	}
 	if cfg.MetadataMinAge == 0 {
 		cfg.MetadataMinAge = 100 * time.Millisecond

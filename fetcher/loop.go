@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -84,7 +86,8 @@ func (e *DivergedError) Is(target error) bool { return target == ErrDiverged }
 
 // Config configures a Fetcher. The zero value is usable with a Source.
 type Config struct {
-	// PartitionMaxBytes bounds each partition's share of a response; default 8 MiB.
+	// PartitionMaxBytes bounds each partition's share of a response; default
+	// DefaultPartitionMaxBytes.
 	PartitionMaxBytes int32
 	// Events receives partition events; default NopEvents.
 	Events Events
@@ -105,6 +108,11 @@ type Config struct {
 	// data for any partition (sources without long polling, such as
 	// LocalSource, would otherwise spin); default 10 ms.
 	IdleWait time.Duration
+	// Appenders is how many partitions of one response are checked and
+	// appended at once, each on its own goroutine (every Log still has one
+	// writer); default GOMAXPROCS. 1 appends one partition after another on
+	// the loop goroutine.
+	Appenders int
 	// NewBackOff makes the per-partition retry policy; default exponential
 	// from 50 ms to 2 s with no time limit.
 	NewBackOff func() backoff.BackOff
@@ -112,15 +120,15 @@ type Config struct {
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
-	if c.PartitionMaxBytes < 0 || c.IdleWait < 0 {
-		return fmt.Errorf("fetcher: negative PartitionMaxBytes %d or IdleWait %v", c.PartitionMaxBytes, c.IdleWait)
+	if c.PartitionMaxBytes < 0 || c.IdleWait < 0 || c.Appenders < 0 {
+		return fmt.Errorf("fetcher: negative PartitionMaxBytes %d, IdleWait %v or Appenders %d", c.PartitionMaxBytes, c.IdleWait, c.Appenders)
 	}
 	return nil
 }
 
 func (c *Config) defaults() {
 	if c.PartitionMaxBytes == 0 {
-		c.PartitionMaxBytes = 8 << 20
+		c.PartitionMaxBytes = DefaultPartitionMaxBytes
 	}
 	if c.Events == nil {
 		c.Events = NopEvents{}
@@ -130,6 +138,9 @@ func (c *Config) defaults() {
 	}
 	if c.IdleWait == 0 {
 		c.IdleWait = 10 * time.Millisecond
+	}
+	if c.Appenders == 0 {
+		c.Appenders = runtime.GOMAXPROCS(0)
 	}
 	if c.NewBackOff == nil {
 		c.NewBackOff = func() backoff.BackOff {
@@ -166,13 +177,15 @@ type Status struct {
 
 // Fetcher mirrors a set of source partitions into destination Logs. One
 // goroutine (started by NewFetcher, stopped by Close) owns every partition's
-// fetch state and is the only writer of their Logs; it keeps one
-// multi-partition Fetch in flight (a KafkaSource fans it out to one request
-// per source broker), sending the next one while the previous response is
-// checked and appended, and dropping that early answer if the partitions
-// ended somewhere else than it assumed. A host wanting independent sessions
-// per source broker runs one Fetcher per broker. Methods are safe for
-// concurrent use; Close returns when the goroutines are gone.
+// fetch state. It keeps one multi-partition Fetch in flight per source leader
+// (PartitionInfo.Leader), each on a goroutine of its own, so a slow broker
+// never holds back the others. A leader's next Fetch is sent as soon as its
+// previous answer arrives, from where that answer will leave the logs, and
+// dropped for the partitions that ended somewhere else. The owner goroutine
+// checks and appends each answer, the partitions of one answer in parallel
+// (Config.Appenders; each Log still has one writer at a time), and reports
+// events in order. Methods are safe for concurrent use; Close returns when
+// the goroutines are gone.
 type Fetcher struct {
 	src    Source
 	cfg    Config
@@ -200,6 +213,8 @@ type partState struct {
 	topicID     records.UUID
 	log         Log
 	sourceEpoch int32 // CurrentLeaderEpoch; -1 unknown
+	leader      int32 // source leader the partition is fetched from; -1 unknown
+	inFlight    bool  // part of a fetch in flight
 	needInfo    bool  // metadata refresh before the next fetch
 	needProbe   bool  // OffsetForLeaderEpoch probe before the next fetch
 	maxBytes    int32
@@ -309,21 +324,17 @@ func (f *Fetcher) run(ctx context.Context) {
 	var order []TopicPartition // deterministic fetch order
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var pf *prefetch // the fetch sent ahead, if any
-	defer func() {
-		if pf != nil {
-			f.endPrefetch(pf)
-		}
-	}()
+	fs := &flights{byLeader: make(map[int32]*flight), arrived: make(chan *flight, 16), waiting: make(map[int32]bool)}
+	defer fs.drain()
 	for {
-		// 1. Apply adds and removes.
+		// 1. Apply adds and removes, once no fetch is in flight: a response
+		// is never applied to a partition removed after it was sent.
 		f.mu.Lock()
 		ops := f.ops
 		f.ops = nil
 		f.mu.Unlock()
-		if len(ops) > 0 && pf != nil {
-			f.endPrefetch(pf)
-			pf = nil
+		if len(ops) > 0 {
+			fs.drain()
 		}
 		removed := false
 		for _, o := range ops {
@@ -338,13 +349,23 @@ func (f *Fetcher) run(ctx context.Context) {
 			f.failPending()
 			return
 		}
-		// 2. Prepare partitions whose backoff has expired.
+		if fs.gen == nil || fs.gen.Err() != nil {
+			fs.drain()
+			fs.gen, fs.cancel = context.WithCancel(ctx)
+			if !f.setCancelQ(fs.cancel) {
+				continue // an op is waiting: apply it first
+			}
+		}
+		// 2. Prepare the partitions that are due and not in a fetch, and send
+		// one Fetch per source leader that has none in flight.
 		now := time.Now()
-		var ready []*partState
 		var next time.Time
+		var leaders []int32
+		groups := make(map[int32][]*partState)
+		clear(fs.waiting)
 		for _, tp := range order {
 			ps := parts[tp]
-			if ps == nil {
+			if ps == nil || ps.inFlight {
 				continue
 			}
 			if now.Before(ps.retryAt) {
@@ -354,79 +375,104 @@ func (f *Fetcher) run(ctx context.Context) {
 				continue
 			}
 			if !f.prepare(ctx, ps) {
-				f.settle(ps, parts, &order)
+				f.settle(ps, parts)
 				if ps.retryAt.After(now) && (next.IsZero() || ps.retryAt.Before(next)) {
 					next = ps.retryAt
 				}
 				continue
 			}
-			ready = append(ready, ps)
-		}
-		order = compact(order, parts)
-		if len(ready) == 0 {
-			if pf != nil {
-				f.endPrefetch(pf)
-				pf = nil
-			}
-			f.idle(ctx, timer, next)
-			continue
-		}
-		// 3. One fetch for every ready partition: the prefetched one when it
-		// asked for exactly what the partitions need now, else a new one.
-		var reqs []FetchPartition
-		var res []FetchResult
-		if pf != nil {
-			<-pf.done
-			if pf.err == nil && pf.matches(ready) {
-				reqs, res = pf.reqs, pf.res
-			}
-			f.endPrefetch(pf)
-			pf = nil
-		}
-		if res == nil {
-			var err error
-			reqs, res, err = f.fetch(ctx, ready)
-			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-					continue // closing, or interrupted by an op
-				}
-				f.cfg.Logger.Warn("fetch failed", "err", err, "partitions", len(reqs))
-				for _, ps := range ready {
-					ps.needInfo = true
-					f.retryLater(ps)
-				}
+			if fs.byLeader[ps.leader] != nil {
+				fs.waiting[ps.leader] = true // joins after the fetch in flight
 				continue
 			}
-		}
-		if len(res) != len(reqs) {
-			f.cfg.Logger.Error("source answered the wrong number of partitions", "want", len(reqs), "got", len(res))
-			for _, ps := range ready {
-				f.retryLater(ps)
+			if groups[ps.leader] == nil {
+				leaders = append(leaders, ps.leader)
 			}
-			continue
-		}
-		// While this response is checked and appended, the next fetch (from
-		// where this one will leave the logs) is already on its way.
-		if spec := speculate(reqs, res); spec != nil {
-			pf = f.startPrefetch(ctx, ready, spec)
-		}
-		busy := false
-		for i, ps := range ready {
-			if len(res[i].Records) > 0 || res[i].ErrorCode != CodeNone || res[i].DivergingEpoch != nil {
-				busy = true
-			}
-			f.handle(ctx, ps, reqs[i], res[i])
-			f.settle(ps, parts, &order)
+			groups[ps.leader] = append(groups[ps.leader], ps)
 		}
 		order = compact(order, parts)
-		if !busy {
-			f.idle(ctx, timer, time.Now().Add(f.cfg.IdleWait))
+		for _, l := range leaders {
+			f.launch(fs, l, groups[l], f.requests(groups[l]))
+		}
+		// 3. Wait for a response, an op or the next retry, and process the
+		// response while the next fetch to the same leader is on its way.
+		if fl := f.await(ctx, timer, next, fs); fl != nil {
+			f.land(ctx, fs, fl, parts)
+			order = compact(order, parts)
 		}
 	}
 }
 
-// fetch sends one Fetch for ready, interruptible by Add/Remove.
-func (f *Fetcher) fetch(ctx context.Context, ready []*partState) ([]FetchPartition, []FetchResult, error) {
+// flights are the loop's fetches in flight, at most one per source leader, so
+// a slow or idle broker never holds back the partitions led by the others
+// (Kafka runs a replica fetcher per source broker for the same reason). All
+// of them run under gen, which Add and Remove cancel.
+//
+// A fetch that answers with plain data sends the next one to its leader at
+// once, from where that answer will leave the logs (a chained fetch), when
+// the loop allowed it: the leader's fetches then never wait for the loop to
+// append another leader's data. The loop checks every answer against the
+// partitions' state before using it, so a wrong guess only costs a refetch.
+// At most one answer per leader waits for the loop while the next is in
+// flight.
+type flights struct {
+	byLeader map[int32]*flight
+	arrived  chan *flight
+	waiting  map[int32]bool // leaders with ready partitions not in their flight
+	gen      context.Context
+	cancel   context.CancelFunc
+}
+
+// flight is one Fetch in flight for partitions led by one source broker.
+type flight struct {
+	leader int32
+	parts  []*partState
+	reqs   []FetchPartition
+	// mayChain allows the flight's goroutine to send the next fetch itself.
+	// The loop sets it when it owns the flight and no other partition of the
+	// leader is waiting to join.
+	mayChain atomic.Bool
+	// Set by the goroutine before the flight reaches arrived:
+	res  []FetchResult
+	err  error
+	next *flight // the chained fetch, already sent
+}
+
+// drain cancels every fetch in flight and waits for it; the answers are
+// dropped and their partitions fetched again.
+func (fs *flights) drain() {
+	if fs.cancel != nil {
+		fs.cancel()
+	}
+	for len(fs.byLeader) > 0 {
+		fs.arrive(<-fs.arrived)
+	}
+}
+
+// arrive takes fl off the flights in flight and puts its chained fetch, if
+// any, in its place.
+func (fs *flights) arrive(fl *flight) {
+	delete(fs.byLeader, fl.leader)
+	for _, ps := range fl.parts {
+		ps.inFlight = false
+	}
+	if n := fl.next; n != nil {
+		fs.own(n)
+	}
+}
+
+// own records fl as its leader's flight and allows it to chain unless other
+// partitions of the leader wait to join.
+func (fs *flights) own(fl *flight) {
+	fs.byLeader[fl.leader] = fl
+	for _, ps := range fl.parts {
+		ps.inFlight = true
+	}
+	fl.mayChain.Store(!fs.waiting[fl.leader])
+}
+
+// requests returns the Fetch of each partition from where its log ends.
+func (f *Fetcher) requests(ready []*partState) []FetchPartition {
 	reqs := make([]FetchPartition, len(ready))
 	for i, ps := range ready {
 		reqs[i] = FetchPartition{
@@ -435,18 +481,126 @@ func (f *Fetcher) fetch(ctx context.Context, ready []*partState) ([]FetchPartiti
 			CurrentLeaderEpoch: ps.sourceEpoch, MaxBytes: ps.maxBytes,
 		}
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if !f.setCancelQ(cancel) {
-		return reqs, nil, context.Canceled
-	}
-	res, err := f.src.Fetch(fctx, reqs)
-	f.setCancelQ(nil)
-	return reqs, res, err
+	return reqs
 }
 
-// setCancelQ installs the cancel function of the fetch in flight; it returns
-// false (and installs nothing) when an op is already waiting.
+// launch sends reqs for ready (led by leader).
+func (f *Fetcher) launch(fs *flights, leader int32, ready []*partState, reqs []FetchPartition) {
+	fl := &flight{leader: leader, parts: append([]*partState(nil), ready...), reqs: reqs}
+	fs.own(fl)
+	go f.fly(fs.gen, fs.arrived, fl)
+}
+
+// fly sends fl's Fetch and hands the answer to the loop, first sending the
+// chained fetch when fl may chain and the answer is plain data.
+func (f *Fetcher) fly(ctx context.Context, arrived chan<- *flight, fl *flight) {
+	fl.res, fl.err = f.src.Fetch(ctx, fl.reqs)
+	if fl.err == nil && ctx.Err() == nil && fl.mayChain.Load() && len(fl.res) == len(fl.reqs) {
+		if spec := speculate(fl.reqs, fl.res); spec != nil {
+			fl.next = &flight{leader: fl.leader, parts: fl.parts, reqs: spec}
+		}
+	}
+	arrived <- fl
+	if fl.next != nil {
+		// Sent after fl reached the loop, so the loop always sees fl first.
+		f.fly(ctx, arrived, fl.next)
+	}
+}
+
+// await blocks until a fetch answers (returned), an op is submitted, the
+// Fetcher closes or next (a retry time; zero for none) comes.
+func (f *Fetcher) await(ctx context.Context, timer *time.Timer, next time.Time, fs *flights) *flight {
+	d := time.Hour
+	if !next.IsZero() {
+		d = max(time.Until(next), 0)
+	}
+	timer.Reset(d)
+	defer func() {
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}()
+	select {
+	case fl := <-fs.arrived:
+		fs.arrive(fl)
+		return fl
+	case <-ctx.Done():
+	case <-f.wake:
+	case <-timer.C:
+	}
+	return nil
+}
+
+// land processes one fetch's answer: it keeps the partitions whose request
+// is still what they need (a speculative fetch may have guessed wrong, or a
+// partition failed meanwhile), sends the next fetch to the same leader from
+// where this answer leaves them, then checks, appends and reports.
+func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[TopicPartition]*partState) {
+	if fl.err != nil {
+		if ctx.Err() != nil || errors.Is(fl.err, context.Canceled) {
+			return // closing, or interrupted by an op
+		}
+		f.cfg.Logger.Warn("fetch failed", "err", fl.err, "partitions", len(fl.reqs))
+		for _, ps := range fl.parts {
+			ps.needInfo = true
+			f.retryLater(ps)
+		}
+		return
+	}
+	if len(fl.res) != len(fl.reqs) {
+		f.cfg.Logger.Error("source answered the wrong number of partitions", "want", len(fl.reqs), "got", len(fl.res))
+		for _, ps := range fl.parts {
+			f.retryLater(ps)
+		}
+		return
+	}
+	var ready []*partState
+	var reqs []FetchPartition
+	var res []FetchResult
+	for i, ps := range fl.parts {
+		if current(ps, fl.reqs[i], parts) {
+			ready = append(ready, ps)
+			reqs = append(reqs, fl.reqs[i])
+			res = append(res, fl.res[i])
+		}
+	}
+	if len(ready) == 0 {
+		return
+	}
+	if fl.next == nil && fs.byLeader[fl.leader] == nil && !fs.waiting[fl.leader] {
+		if spec := speculate(reqs, res); spec != nil {
+			f.launch(fs, fl.leader, ready, spec)
+		}
+	}
+	// The data of every partition is checked and appended in parallel
+	// (each Log still has one writer); errors, events and the other
+	// answers are then handled here in fetch order.
+	outs := f.appendAll(ready, reqs, res)
+	busy := false
+	for i, ps := range ready {
+		if len(res[i].Records) > 0 || res[i].ErrorCode != CodeNone || res[i].DivergingEpoch != nil {
+			busy = true
+		}
+		f.handle(ctx, ps, reqs[i], res[i], outs[i])
+		f.settle(ps, parts)
+	}
+	if !busy {
+		// Nothing came back: a source without long polling (LocalSource)
+		// is asked again after IdleWait rather than at once.
+		idleUntil := time.Now().Add(f.cfg.IdleWait)
+		for _, ps := range ready {
+			if ps.retryAt.Before(idleUntil) {
+				ps.retryAt = idleUntil
+			}
+		}
+	}
+}
+
+// setCancelQ installs the cancel function of the fetches in flight; it
+// returns false (and installs nothing) when an op is already waiting.
 func (f *Fetcher) setCancelQ(cancel context.CancelFunc) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -455,16 +609,6 @@ func (f *Fetcher) setCancelQ(cancel context.CancelFunc) bool {
 	}
 	f.cancelQ = cancel
 	return true
-}
-
-// prefetch is a Fetch sent before the previous response was appended.
-type prefetch struct {
-	parts  []*partState
-	reqs   []FetchPartition
-	res    []FetchResult
-	err    error
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // speculate returns the requests that will follow once res is appended (the
@@ -499,39 +643,11 @@ func speculate(reqs []FetchPartition, res []FetchResult) []FetchPartition {
 	return out
 }
 
-func (f *Fetcher) startPrefetch(ctx context.Context, ready []*partState, reqs []FetchPartition) *prefetch {
-	fctx, cancel := context.WithCancel(ctx)
-	pf := &prefetch{parts: append([]*partState(nil), ready...), reqs: reqs, cancel: cancel, done: make(chan struct{})}
-	if !f.setCancelQ(cancel) {
-		cancel()
-	}
-	go func() {
-		defer close(pf.done)
-		pf.res, pf.err = f.src.Fetch(fctx, reqs)
-	}()
-	return pf
-}
-
-// endPrefetch cancels pf and waits for its goroutine.
-func (f *Fetcher) endPrefetch(pf *prefetch) {
-	pf.cancel()
-	<-pf.done
-	f.setCancelQ(nil)
-}
-
-// matches reports whether pf asked for exactly what ready needs now.
-func (pf *prefetch) matches(ready []*partState) bool {
-	if len(ready) != len(pf.parts) {
-		return false
-	}
-	for i, ps := range ready {
-		r := pf.reqs[i]
-		if ps != pf.parts[i] || ps.log == nil || ps.log.LogEndOffset() != r.FetchOffset ||
-			ps.log.LatestEpoch() != r.LastFetchedEpoch || ps.sourceEpoch != r.CurrentLeaderEpoch || ps.maxBytes != r.MaxBytes {
-			return false
-		}
-	}
-	return true
+// current reports whether r is exactly what ps needs now.
+func current(ps *partState, r FetchPartition, parts map[TopicPartition]*partState) bool {
+	return ps.log != nil && parts[ps.tp] == ps && !ps.needInfo && !ps.needProbe &&
+		ps.log.LogEndOffset() == r.FetchOffset && ps.log.LatestEpoch() == r.LastFetchedEpoch &&
+		ps.sourceEpoch == r.CurrentLeaderEpoch && ps.maxBytes == r.MaxBytes
 }
 
 func compact(order []TopicPartition, parts map[TopicPartition]*partState) []TopicPartition {
@@ -551,25 +667,6 @@ func (f *Fetcher) failPending() {
 	f.mu.Unlock()
 	for _, o := range ops {
 		o.done <- ErrFetcherClosed
-	}
-}
-
-func (f *Fetcher) idle(ctx context.Context, timer *time.Timer, next time.Time) {
-	d := time.Hour
-	if !next.IsZero() {
-		d = max(time.Until(next), 0)
-	}
-	timer.Reset(d)
-	select {
-	case <-ctx.Done():
-	case <-f.wake:
-	case <-timer.C:
-	}
-	if !timer.Stop() {
-		select {
-		case <-timer.C:
-		default:
-		}
 	}
 }
 
@@ -596,7 +693,7 @@ func (f *Fetcher) apply(o op, parts map[TopicPartition]*partState, order *[]Topi
 	for _, p := range o.add {
 		tp := TopicPartition{p.Topic, p.Partition}
 		ps := &partState{
-			tp: tp, topicID: p.TopicID, log: p.Log, sourceEpoch: epoch.UndefinedEpoch,
+			tp: tp, topicID: p.TopicID, log: p.Log, sourceEpoch: epoch.UndefinedEpoch, leader: -1,
 			needInfo: true, needProbe: f.probe, maxBytes: f.cfg.PartitionMaxBytes, hw: -1,
 			bo: f.cfg.NewBackOff(),
 		}
@@ -618,7 +715,7 @@ func (f *Fetcher) publish(ps *partState, err error) {
 }
 
 // settle removes a partition whose state says it is done.
-func (f *Fetcher) settle(ps *partState, parts map[TopicPartition]*partState, _ *[]TopicPartition) {
+func (f *Fetcher) settle(ps *partState, parts map[TopicPartition]*partState) {
 	if ps.log == nil {
 		delete(parts, ps.tp)
 	}
@@ -661,6 +758,7 @@ func (f *Fetcher) prepare(ctx context.Context, ps *partState) bool {
 			ps.needProbe = true
 		}
 		ps.sourceEpoch = info.LeaderEpoch
+		ps.leader = info.Leader
 		if ps.topicID == (records.UUID{}) {
 			ps.topicID = info.TopicID
 		}
@@ -743,8 +841,59 @@ func (f *Fetcher) sourceError(ps *partState, op string, code int16) {
 	f.retryLater(ps)
 }
 
-// handle processes one partition's fetch result.
-func (f *Fetcher) handle(ctx context.Context, ps *partState, req FetchPartition, r FetchResult) {
+// isData reports whether r carries records to append rather than an error
+// or a divergence.
+func isData(r FetchResult) bool { return r.ErrorCode == CodeNone && r.DivergingEpoch == nil }
+
+// appendAll runs checkAndAppend for every data answer of res, on up to
+// Config.Appenders goroutines at once (the loop goroutine included), and
+// returns each partition's outcome. Each partState and Log is touched by
+// exactly one goroutine; nothing here reports events or logs.
+func (f *Fetcher) appendAll(ready []*partState, reqs []FetchPartition, res []FetchResult) []appendOutcome {
+	outs := make([]appendOutcome, len(ready))
+	var work []int
+	for i := range ready {
+		if isData(res[i]) {
+			work = append(work, i)
+		}
+	}
+	inParallel(len(work), f.cfg.Appenders, func(k int) {
+		i := work[k]
+		outs[i] = checkAndAppend(ready[i], reqs[i], res[i])
+	})
+	return outs
+}
+
+// inParallel calls fn(0) … fn(n-1) on up to workers goroutines, the caller's
+// among them, and returns when every call has returned.
+func inParallel(n, workers int, fn func(int)) {
+	if workers <= 1 || n <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			fn(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, n) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// handle processes one partition's fetch result; out is what appendAll did
+// with a data answer.
+func (f *Fetcher) handle(ctx context.Context, ps *partState, req FetchPartition, r FetchResult, out appendOutcome) {
 	switch {
 	case r.ErrorCode == CodeOffsetOutOfRange:
 		f.outOfRange(ctx, ps, req.FetchOffset)
@@ -753,7 +902,7 @@ func (f *Fetcher) handle(ctx context.Context, ps *partState, req FetchPartition,
 	case r.DivergingEpoch != nil:
 		f.diverged(ps, *r.DivergingEpoch)
 	default:
-		f.appendRecords(ps, req, r)
+		f.appended(ps, req, r, out)
 	}
 	if ps.log != nil {
 		f.publish(ps, nil)
@@ -851,13 +1000,22 @@ func (f *Fetcher) outOfRange(ctx context.Context, ps *partState, fetchOffset int
 	}
 }
 
-// appendRecords checks each fetched batch (CRC, header sanity, leader epochs)
-// and appends the good ones to the log unchanged.
-func (f *Fetcher) appendRecords(ps *partState, req FetchPartition, r FetchResult) {
+// appendOutcome is what checkAndAppend did with one partition's data.
+type appendOutcome struct {
+	appended  int64 // bytes appended
+	stopErr   error // *CorruptBatchError or *EpochFencingError at the first refused batch
+	appendErr error // the Log refused the append
+	partial   bool  // nothing whole came back, only the start of a batch
+}
+
+// checkAndAppend checks each fetched batch (CRC, header sanity, leader
+// epochs) and appends the good ones, up to the first refused one, to the log
+// unchanged. It touches only ps and its Log, so partitions run in parallel.
+func checkAndAppend(ps *partState, req FetchPartition, r FetchResult) appendOutcome {
 	ps.hw = r.HighWatermark
 	next := req.FetchOffset
 	start, end := -1, 0
-	var stopErr error
+	var out appendOutcome
 	it := records.NewIterator(r.Records)
 	for it.Next() {
 		b := it.Batch()
@@ -867,7 +1025,7 @@ func (f *Fetcher) appendRecords(ps *partState, req FetchPartition, r FetchResult
 			continue // a whole batch below the fetch offset (compacted source)
 		}
 		if b.BaseOffset() < next {
-			stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(),
+			out.stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(),
 				Reason: fmt.Sprintf("base offset %d overlaps the expected offset %d", b.BaseOffset(), next)}
 			break
 		}
@@ -875,16 +1033,16 @@ func (f *Fetcher) appendRecords(ps *partState, req FetchPartition, r FetchResult
 			break // never above the high watermark
 		}
 		if err := b.VerifyCRC(); err != nil {
-			stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(), Reason: "CRC mismatch", Err: err}
+			out.stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(), Reason: "CRC mismatch", Err: err}
 			break
 		}
 		if b.LastOffsetDelta() < 0 || b.NumRecords() < 0 {
-			stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(),
+			out.stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(),
 				Reason: fmt.Sprintf("invalid header: lastOffsetDelta %d, records %d", b.LastOffsetDelta(), b.NumRecords())}
 			break
 		}
 		if ple := b.PartitionLeaderEpoch(); ple > ps.log.LeaderEpoch() {
-			stopErr = &EpochFencingError{TopicPartition: ps.tp, Offset: b.BaseOffset(), BatchEpoch: ple, LocalEpoch: ps.log.LeaderEpoch()}
+			out.stopErr = &EpochFencingError{TopicPartition: ps.tp, Offset: b.BaseOffset(), BatchEpoch: ple, LocalEpoch: ps.log.LeaderEpoch()}
 			break
 		} else if ps.sourceEpoch >= 0 && ple > ps.sourceEpoch {
 			// Stale source metadata (spec §7.3 rule 3): refresh, then refetch.
@@ -897,18 +1055,28 @@ func (f *Fetcher) appendRecords(ps *partState, req FetchPartition, r FetchResult
 		end = pos
 		next = b.NextOffset()
 	}
-	if stopErr == nil && it.Err() != nil {
-		stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: next, Reason: "malformed batch", Err: it.Err()}
+	if out.stopErr == nil && it.Err() != nil {
+		out.stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: next, Reason: "malformed batch", Err: it.Err()}
 	}
-	var appended int64
 	if start >= 0 && end > start {
 		if err := appendVerified(ps.log, r.Records[start:end]); err != nil {
-			f.fail(ps, fmt.Errorf("fetcher: %s append at %d: %w", ps.tp, req.FetchOffset, err))
-			return
+			out.appendErr = err
+			return out
 		}
-		appended = int64(end - start)
+		out.appended = int64(end - start)
 	}
-	switch e := stopErr.(type) {
+	out.partial = out.appended == 0 && it.Partial() && len(r.Records) > 0
+	return out
+}
+
+// appended reports what checkAndAppend did with ps's data and sets the
+// partition's next step.
+func (f *Fetcher) appended(ps *partState, req FetchPartition, r FetchResult, out appendOutcome) {
+	if out.appendErr != nil {
+		f.fail(ps, fmt.Errorf("fetcher: %s append at %d: %w", ps.tp, req.FetchOffset, out.appendErr))
+		return
+	}
+	switch e := out.stopErr.(type) {
 	case nil:
 	case *EpochFencingError:
 		f.cfg.Logger.Warn("epoch fencing: stopping partition", "partition", ps.tp.String(),
@@ -918,16 +1086,16 @@ func (f *Fetcher) appendRecords(ps *partState, req FetchPartition, r FetchResult
 		ps.log = nil
 		return
 	default:
-		f.fail(ps, stopErr)
+		f.fail(ps, out.stopErr)
 		return
 	}
-	if appended == 0 && it.Partial() && len(r.Records) > 0 {
+	if out.partial {
 		// Only a partial batch came back: allow a larger answer next time.
 		ps.maxBytes = min(ps.maxBytes*2, 1<<30)
 	}
 	leo := ps.log.LogEndOffset()
 	f.cfg.Events.OnProgress(ps.tp, Progress{
-		Lag: max(0, r.HighWatermark-leo), Bytes: appended, SourceHighWatermark: r.HighWatermark, LogEndOffset: leo,
+		Lag: max(0, r.HighWatermark-leo), Bytes: out.appended, SourceHighWatermark: r.HighWatermark, LogEndOffset: leo,
 	})
 	if ps.needInfo {
 		f.retryLater(ps)

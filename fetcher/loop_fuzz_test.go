@@ -32,7 +32,8 @@ func FuzzFetchResponse(f *testing.F) {
 		_, err := l.BumpLeaderEpoch(4)
 		require.NoError(t, err)
 		ps := &partState{tp: TopicPartition{"f", 0}, log: l, sourceEpoch: int32(srcEpoch), maxBytes: 1 << 20, bo: cfg.NewBackOff()}
-		fe.appendRecords(ps, FetchPartition{FetchOffset: 0}, FetchResult{HighWatermark: hw, Records: data})
+		req, res := FetchPartition{FetchOffset: 0}, FetchResult{HighWatermark: hw, Records: data}
+		fe.appended(ps, req, res, checkAndAppend(ps, req, res))
 		for _, b := range allBatches(t, l) {
 			require.NoError(t, b.VerifyCRC())
 			require.LessOrEqual(t, b.PartitionLeaderEpoch(), l.LeaderEpoch())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,4 +365,71 @@ func TestFetcherAddSeveralIsAllOrNothing(t *testing.T) {
 	require.NoError(t, f.Add(PartitionSpec{Topic: "t", Partition: 0, Log: a}, PartitionSpec{Topic: "t", Partition: 1, Log: b}))
 	require.Len(t, f.Status(), 2)
 	require.NoError(t, f.Add())
+}
+
+// leaderPerPartitionSource puts every partition on a source broker of its
+// own (leader id = partition) and holds partition 0's fetches until release
+// is closed, like a broker that stopped answering.
+type leaderPerPartitionSource struct {
+	Source
+	t       *testing.T
+	release chan struct{}
+	held    atomic.Int64 // fetches of partition 0 held so far
+}
+
+func (s *leaderPerPartitionSource) PartitionInfo(ctx context.Context, topic string, partition int32, refresh bool) (PartitionInfo, error) {
+	info, err := s.Source.PartitionInfo(ctx, topic, partition, refresh)
+	info.Leader = partition
+	return info, err
+}
+
+func (s *leaderPerPartitionSource) Fetch(ctx context.Context, parts []FetchPartition) ([]FetchResult, error) {
+	for _, p := range parts[1:] {
+		if p.Partition != parts[0].Partition {
+			s.t.Errorf("one Fetch mixes partitions %d and %d of different leaders", parts[0].Partition, p.Partition)
+		}
+	}
+	if parts[0].Partition == 0 {
+		s.held.Add(1)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Source.Fetch(ctx, parts)
+}
+
+func TestFetcherSlowLeaderDoesNotHoldBackOthers(t *testing.T) {
+	local := NewLocalSource(ReadUncommitted)
+	srcLogs := []*MemoryLog{memLog(t, 0), memLog(t, 0)}
+	for p, l := range srcLogs {
+		appendAll(t, l, batch(t, 0, 0, 3, records.CompressionNone))
+		local.Add("t", records.UUID{}, int32(p), l)
+	}
+	src := &leaderPerPartitionSource{Source: local, t: t, release: make(chan struct{})}
+	dst := []*MemoryLog{memLog(t, 1), memLog(t, 1)}
+	ev := newRecorder()
+	f, err := NewFetcher(src, Config{Events: ev, IdleWait: time.Millisecond})
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Add(PartitionSpec{Topic: "t", Partition: 0, Log: dst[0]}, PartitionSpec{Topic: "t", Partition: 1, Log: dst[1]}))
+
+	// Partition 1 follows its source round after round while partition 0's
+	// broker holds its first fetch.
+	for i := range int64(20) {
+		base := 3 + 3*i
+		appendAll(t, srcLogs[1], batch(t, base, 0, 3, records.CompressionLZ4))
+		ev.waitUntil(t, waitLong, "p1 caught up", func() bool { return dst[1].LogEndOffset() == base+3 })
+	}
+	requireSameBatches(t, srcLogs[1], dst[1])
+	require.Equal(t, int64(0), dst[0].LogEndOffset())
+	require.Equal(t, int64(1), src.held.Load(), "partition 0's fetch is still the first one, held")
+
+	// An op interrupts the held fetch; once the broker answers again,
+	// partition 0 converges too.
+	require.NoError(t, f.Remove("t", 1))
+	close(src.release)
+	ev.waitUntil(t, waitLong, "p0 caught up", func() bool { return dst[0].LogEndOffset() == 3 })
+	requireSameBatches(t, srcLogs[0], dst[0])
 }
