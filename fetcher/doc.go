@@ -44,6 +44,8 @@
 // every other check of Append but not the CRC); the bytes are written with one
 // pwrite per partition and response; with FsyncOnFlush and FsyncEveryNBytes a
 // FileLog starts the writeback of each MiB it appends (sync_file_range on
-// Linux), so the disk writes while the mirror fetches and Flush's fsync finds
-// little left. The page-cache write itself is the rest of the cost.
+// Linux, from a goroutine of the log so the append path never waits for the
+// block allocation and I/O queueing it does), so the disk writes while the
+// mirror fetches and Flush's fsync finds little left. The page-cache write
+// itself is the rest of the cost.
 package fetcher

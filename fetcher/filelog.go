@@ -148,7 +148,8 @@ type FileLog struct {
 	segs      []*segment
 	unflushed int64
 	closed    bool
-	ckpt      []byte // last checkpoint written
+	ckpt      []byte       // last checkpoint written
+	wb        *writebacker // nil unless the policy fsyncs later (see maybeWritebackLocked)
 }
 
 var _ Log = (*FileLog)(nil)
@@ -187,7 +188,50 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	if opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes {
+		l.wb = startWritebacker()
+	}
 	return l, nil
+}
+
+// writebacker runs a FileLog's writeback hints (startWriteback) on a
+// goroutine of its own: sync_file_range does the file system's block
+// allocation and queues the I/O in the calling thread, which would otherwise
+// be the append path.
+type writebacker struct {
+	ch   chan wbRange
+	done chan struct{}
+}
+
+type wbRange struct {
+	f      *os.File
+	off, n int64
+}
+
+func startWritebacker() *writebacker {
+	w := &writebacker{ch: make(chan wbRange, 16), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for r := range w.ch {
+			startWriteback(r.f, r.off, r.n) // a file closed meanwhile makes it a no-op
+		}
+	}()
+	return w
+}
+
+// hint queues a writeback hint; when the goroutine is behind, the hint is
+// dropped (the next fsync writes those pages anyway).
+func (w *writebacker) hint(r wbRange) {
+	select {
+	case w.ch <- r:
+	default:
+	}
+}
+
+// stop waits for the queued hints and the goroutine.
+func (w *writebacker) stop() {
+	close(w.ch)
+	<-w.done
 }
 
 type logMeta struct {
@@ -658,12 +702,12 @@ func (l *FileLog) appendLocked(buf []byte, infos []batchInfo) error {
 // maybeWritebackLocked starts the writeback of s's recent appends once
 // writebackBytes accumulated, for the policies that fsync later.
 func (l *FileLog) maybeWritebackLocked(s *segment) {
-	if l.opts.Fsync != FsyncOnFlush && l.opts.Fsync != FsyncEveryNBytes {
+	if l.wb == nil {
 		return
 	}
 	s.wbPos = min(s.wbPos, s.size) // the segment may have been cut since
 	if s.size-s.wbPos >= writebackBytes {
-		startWriteback(s.log, s.wbPos, s.size-s.wbPos)
+		l.wb.hint(wbRange{s.log, s.wbPos, s.size - s.wbPos})
 		s.wbPos = s.size
 	}
 }
@@ -1022,6 +1066,9 @@ func (l *FileLog) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
+	if l.wb != nil {
+		l.wb.stop()
+	}
 	err := l.flushLocked()
 	if err == nil {
 		err = l.active().idx.Sync()

@@ -39,7 +39,7 @@ func BenchmarkFileLogAppend(b *testing.B) {
 	for _, c := range []struct {
 		name   string
 		policy FsyncPolicy
-	}{{"fsync=never", FsyncNever}, {"fsync=each", FsyncEveryAppend}} {
+	}{{"fsync=never", FsyncNever}, {"fsync=onflush", FsyncOnFlush}, {"fsync=each", FsyncEveryAppend}} {
 		b.Run(c.name, func(b *testing.B) {
 			chunk, pos, span := benchChunk(b)
 			l := openFile(b, b.TempDir(), FileLogOptions{Fsync: c.policy, SegmentBytes: 64 << 20})

@@ -2,7 +2,9 @@ package fetcher
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -77,6 +79,34 @@ func TestFileLogWritebackKeepsData(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 		require.NoError(t, l.Close())
+	}
+}
+
+// TestFileLogCloseStopsWriteback: a FileLog whose policy fsyncs later runs
+// its writeback hints on a goroutine of its own, and Close stops it.
+func TestFileLogCloseStopsWriteback(t *testing.T) {
+	base := runtime.NumGoroutine()
+	var logs []*FileLog
+	for i := range 20 {
+		policy := []FsyncPolicy{FsyncOnFlush, FsyncEveryNBytes}[i%2]
+		l := openFile(t, t.TempDir(), FileLogOptions{Fsync: policy})
+		require.NoError(t, l.Append(buildBatch(t, records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, 1, 10)))
+		logs = append(logs, l)
+	}
+	require.GreaterOrEqual(t, runtime.NumGoroutine(), base+20)
+	never := openFile(t, t.TempDir(), FileLogOptions{Fsync: FsyncNever})
+	require.Nil(t, never.wb, "FsyncNever leaves writeback to the kernel")
+	require.NoError(t, never.Close())
+	for _, l := range logs {
+		require.NoError(t, l.Close())
+	}
+	// (a polling loop: testify's Eventually runs its condition on a goroutine)
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > base; {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines %d > %d after Close:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
