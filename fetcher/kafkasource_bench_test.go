@@ -133,6 +133,15 @@ func BenchmarkMirror(b *testing.B) {
 			return l
 		})
 	})
+	b.Run("kmirror-filelog-fsyncnever", func(b *testing.B) {
+		// FsyncNever starts no writeback, so the pages of each iteration
+		// never reach the disk: the same work as raw-fetch-write.
+		benchMirror(b, func(dir string, p int32) Log {
+			l, err := OpenFileLog(filepath.Join(dir, strconv.Itoa(int(p))), FileLogOptions{Fsync: FsyncNever})
+			require.NoError(b, err)
+			return l
+		})
+	})
 	b.Run("kmirror-memlog", func(b *testing.B) {
 		benchMirror(b, func(string, int32) Log { return NewMemoryLog(MemoryLogOptions{}) })
 	})
