@@ -180,8 +180,9 @@ type Status struct {
 // fetch state. It keeps one multi-partition Fetch in flight per source leader
 // (PartitionInfo.Leader), each on a goroutine of its own, so a slow broker
 // never holds back the others. A leader's next Fetch is sent as soon as its
-// previous answer arrives, from where that answer will leave the logs, and
-// dropped for the partitions that ended somewhere else. The owner goroutine
+// previous answer arrives (once the answer before that one is appended), from
+// where that answer will leave the logs, and dropped for the partitions that
+// ended somewhere else; at most two answers per leader are held in memory. The owner goroutine
 // checks and appends each answer, the partitions of one answer in parallel
 // (Config.Appenders; each Log still has one writer at a time), and reports
 // events in order. Methods are safe for concurrent use; Close returns when
@@ -393,6 +394,7 @@ func (f *Fetcher) run(ctx context.Context) {
 		order = compact(order, parts)
 		for _, l := range leaders {
 			f.launch(fs, l, groups[l], f.requests(groups[l]))
+			fs.allowChain(l) // no answer of l is held
 		}
 		// 3. Wait for a response, an op or the next retry, and process the
 		// response while the next fetch to the same leader is on its way.
@@ -413,8 +415,10 @@ func (f *Fetcher) run(ctx context.Context) {
 // the loop allowed it: the leader's fetches then never wait for the loop to
 // append another leader's data. The loop checks every answer against the
 // partitions' state before using it, so a wrong guess only costs a refetch.
-// At most one answer per leader waits for the loop while the next is in
-// flight.
+// A flight may chain only once the loop has appended the answer before it,
+// so at most two answers per leader are held at once (one being appended,
+// the next arrived or in flight): memory stays bounded by 2 × leaders ×
+// the response size.
 type flights struct {
 	byLeader map[int32]*flight
 	arrived  chan *flight
@@ -429,8 +433,8 @@ type flight struct {
 	parts  []*partState
 	reqs   []FetchPartition
 	// mayChain allows the flight's goroutine to send the next fetch itself.
-	// The loop sets it when it owns the flight and no other partition of the
-	// leader is waiting to join.
+	// The loop sets it once no earlier answer of the leader is held and no
+	// other partition of the leader is waiting to join.
 	mayChain atomic.Bool
 	// Set by the goroutine before the flight reaches arrived:
 	res  []FetchResult
@@ -461,14 +465,20 @@ func (fs *flights) arrive(fl *flight) {
 	}
 }
 
-// own records fl as its leader's flight and allows it to chain unless other
-// partitions of the leader wait to join.
+// own records fl as its leader's flight.
 func (fs *flights) own(fl *flight) {
 	fs.byLeader[fl.leader] = fl
 	for _, ps := range fl.parts {
 		ps.inFlight = true
 	}
-	fl.mayChain.Store(!fs.waiting[fl.leader])
+}
+
+// allowChain lets the leader's flight in flight, if any, chain its successor
+// unless other partitions of the leader wait to join.
+func (fs *flights) allowChain(leader int32) {
+	if fl := fs.byLeader[leader]; fl != nil {
+		fl.mayChain.Store(!fs.waiting[leader])
+	}
 }
 
 // requests returns the Fetch of each partition from where its log ends.
@@ -539,6 +549,7 @@ func (f *Fetcher) await(ctx context.Context, timer *time.Timer, next time.Time, 
 // partition failed meanwhile), sends the next fetch to the same leader from
 // where this answer leaves them, then checks, appends and reports.
 func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[TopicPartition]*partState) {
+	defer fs.allowChain(fl.leader) // fl's answer is no longer held
 	if fl.err != nil {
 		if ctx.Err() != nil || errors.Is(fl.err, context.Canceled) {
 			return // closing, or interrupted by an op
