@@ -2,9 +2,7 @@ package fetcher
 
 import (
 	"bytes"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -85,29 +83,28 @@ func TestFileLogWritebackKeepsData(t *testing.T) {
 // TestFileLogCloseStopsWriteback: a FileLog whose policy fsyncs later runs
 // its writeback hints on a goroutine of its own, and Close stops it.
 func TestFileLogCloseStopsWriteback(t *testing.T) {
-	base := runtime.NumGoroutine()
-	var logs []*FileLog
-	for i := range 20 {
-		policy := []FsyncPolicy{FsyncOnFlush, FsyncEveryNBytes}[i%2]
+	for _, policy := range []FsyncPolicy{FsyncOnFlush, FsyncEveryNBytes} {
 		l := openFile(t, t.TempDir(), FileLogOptions{Fsync: policy})
-		require.NoError(t, l.Append(buildBatch(t, records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, 1, 10)))
-		logs = append(logs, l)
+		for off := int64(0); off < 3*writebackBytes/1000; off += 64 {
+			require.NoError(t, l.Append(buildBatch(t, records.BatchSpec{BaseOffset: off, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, 64, 1000)))
+		}
+		w := l.wb
+		require.NotNil(t, w, "policy %d", policy)
+		select {
+		case <-w.done:
+			t.Fatalf("policy %d: writeback goroutine gone before Close", policy)
+		default:
+		}
+		require.NoError(t, l.Close())
+		select {
+		case <-w.done:
+		default:
+			t.Fatalf("policy %d: Close returned with the writeback goroutine running", policy)
+		}
 	}
-	require.GreaterOrEqual(t, runtime.NumGoroutine(), base+20)
 	never := openFile(t, t.TempDir(), FileLogOptions{Fsync: FsyncNever})
 	require.Nil(t, never.wb, "FsyncNever leaves writeback to the kernel")
 	require.NoError(t, never.Close())
-	for _, l := range logs {
-		require.NoError(t, l.Close())
-	}
-	// (a polling loop: testify's Eventually runs its condition on a goroutine)
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > base; {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines %d > %d after Close:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // appendCounter wraps a Log and counts Append calls.
