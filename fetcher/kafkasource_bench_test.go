@@ -148,33 +148,8 @@ func BenchmarkMirror(b *testing.B) {
 	b.Run("raw-fetch-discard", func(b *testing.B) {
 		d := loadBench(b)
 		b.SetBytes(d.bytes)
-		ctx := context.Background()
 		for range b.N {
-			src := newBenchSource(b, d)
-			next := make([]int64, d.parts)
-			info, err := src.PartitionInfo(ctx, d.topic, 0, true)
-			require.NoError(b, err)
-			for {
-				var reqs []FetchPartition
-				for p := range d.parts {
-					if next[p] < d.hw[p] {
-						reqs = append(reqs, FetchPartition{Topic: d.topic, TopicID: info.TopicID, Partition: p, FetchOffset: next[p],
-							LastFetchedEpoch: -1, CurrentLeaderEpoch: -1, MaxBytes: DefaultPartitionMaxBytes})
-					}
-				}
-				if len(reqs) == 0 {
-					break
-				}
-				res, err := src.Fetch(ctx, reqs)
-				require.NoError(b, err)
-				for i, r := range res {
-					it := records.NewIterator(r.Records)
-					for it.Next() {
-						next[reqs[i].Partition] = it.Batch().NextOffset()
-					}
-				}
-			}
-			require.NoError(b, src.Close())
+			rawFetch(b, d, nil)
 		}
 	})
 	b.Run("raw-fetch-write", func(b *testing.B) {
@@ -183,7 +158,6 @@ func BenchmarkMirror(b *testing.B) {
 		// fresh file (no CRC, no index, no fsync, as kmirror-filelog here).
 		d := loadBench(b)
 		b.SetBytes(d.bytes)
-		ctx := context.Background()
 		for range b.N {
 			b.StopTimer()
 			dir := b.TempDir()
@@ -195,35 +169,11 @@ func BenchmarkMirror(b *testing.B) {
 				files[p] = f
 			}
 			b.StartTimer()
-			src := newBenchSource(b, d)
-			next := make([]int64, d.parts)
-			info, err := src.PartitionInfo(ctx, d.topic, 0, true)
-			require.NoError(b, err)
-			for {
-				var reqs []FetchPartition
-				for p := range d.parts {
-					if next[p] < d.hw[p] {
-						reqs = append(reqs, FetchPartition{Topic: d.topic, TopicID: info.TopicID, Partition: p, FetchOffset: next[p],
-							LastFetchedEpoch: -1, CurrentLeaderEpoch: -1, MaxBytes: DefaultPartitionMaxBytes})
-					}
-				}
-				if len(reqs) == 0 {
-					break
-				}
-				res, err := src.Fetch(ctx, reqs)
+			rawFetch(b, d, func(p int32, whole []byte) {
+				_, err := files[p].WriteAt(whole, offs[p])
 				require.NoError(b, err)
-				for i, r := range res {
-					p := reqs[i].Partition
-					it := records.NewIterator(r.Records)
-					for it.Next() {
-						next[p] = it.Batch().NextOffset()
-					}
-					_, err := files[p].WriteAt(r.Records[:it.Pos()], offs[p])
-					require.NoError(b, err)
-					offs[p] += int64(it.Pos())
-				}
-			}
-			require.NoError(b, src.Close())
+				offs[p] += int64(len(whole))
+			})
 			b.StopTimer()
 			for _, f := range files {
 				require.NoError(b, f.Close())
@@ -246,6 +196,42 @@ func BenchmarkMirror(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+}
+
+// rawFetch fetches all of d once through a fresh KafkaSource, with the
+// default partition size and one request at a time, handing each partition's
+// whole batches of every answer to write (nil: discarded).
+func rawFetch(b *testing.B, d *benchData, write func(p int32, whole []byte)) {
+	ctx := context.Background()
+	src := newBenchSource(b, d)
+	next := make([]int64, d.parts)
+	info, err := src.PartitionInfo(ctx, d.topic, 0, true)
+	require.NoError(b, err)
+	for {
+		var reqs []FetchPartition
+		for p := range d.parts {
+			if next[p] < d.hw[p] {
+				reqs = append(reqs, FetchPartition{Topic: d.topic, TopicID: info.TopicID, Partition: p, FetchOffset: next[p],
+					LastFetchedEpoch: -1, CurrentLeaderEpoch: -1, MaxBytes: DefaultPartitionMaxBytes})
+			}
+		}
+		if len(reqs) == 0 {
+			break
+		}
+		res, err := src.Fetch(ctx, reqs)
+		require.NoError(b, err)
+		for i, r := range res {
+			p := reqs[i].Partition
+			it := records.NewIterator(r.Records)
+			for it.Next() {
+				next[p] = it.Batch().NextOffset()
+			}
+			if write != nil {
+				write(p, r.Records[:it.Pos()])
+			}
+		}
+	}
+	require.NoError(b, src.Close())
 }
 
 // discardIterationFiles removes one iteration's files with the timer stopped,
