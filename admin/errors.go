@@ -17,6 +17,7 @@ type Code int16
 const (
 	CodeUnknownServerError               Code = -1
 	CodeNone                             Code = 0
+	CodeCorruptMessage                   Code = 2
 	CodeUnknownTopicOrPartition          Code = 3
 	CodeLeaderNotAvailable               Code = 5
 	CodeNotLeaderOrFollower              Code = 6
@@ -35,6 +36,7 @@ const (
 	CodeInvalidRequest                   Code = 42
 	CodePolicyViolation                  Code = 44
 	CodeFencedLeaderEpoch                Code = 74
+	CodeInvalidRecord                    Code = 87
 	CodeUnknownTopicID                   Code = 100
 	CodeInconsistentTopicID              Code = 103
 	CodeFencedStateEpoch                 Code = 124
@@ -64,6 +66,7 @@ type CodeInfo struct {
 var codeTable = []CodeInfo{
 	{CodeUnknownServerError, "UNKNOWN_SERVER_ERROR", false, "The server experienced an unexpected error when processing the request."},
 	{CodeNone, "NONE", false, "No error."},
+	{CodeCorruptMessage, "CORRUPT_MESSAGE", true, "A record batch is malformed or its CRC does not match."},
 	{CodeUnknownTopicOrPartition, "UNKNOWN_TOPIC_OR_PARTITION", true, "This server does not host this topic-partition."},
 	{CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "There is no leader for this topic-partition as we are in the middle of a leadership election."},
 	{CodeNotLeaderOrFollower, "NOT_LEADER_OR_FOLLOWER", true, "This server is not the leader or a follower for that topic-partition."},
@@ -82,6 +85,7 @@ var codeTable = []CodeInfo{
 	{CodeInvalidRequest, "INVALID_REQUEST", false, "The request is malformed or its content is not valid."},
 	{CodePolicyViolation, "POLICY_VIOLATION", false, "Request parameters do not satisfy the configured policy."},
 	{CodeFencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "The leader epoch in the request is older than the epoch on the coordinator."},
+	{CodeInvalidRecord, "INVALID_RECORD", false, "A record was refused by the broker's validation (for example a control batch from a client)."},
 	{CodeUnknownTopicID, "UNKNOWN_TOPIC_ID", true, "This server does not host this topic ID."},
 	{CodeInconsistentTopicID, "INCONSISTENT_TOPIC_ID", true, "The topic ID does not match the topic name (superseded by TOPIC_ALREADY_EXISTS in the KIP)."},
 	{CodeFencedStateEpoch, "FENCED_STATE_EPOCH", false, "The state epoch in the request is older than the state epoch on the coordinator."},

@@ -748,7 +748,7 @@ func (l *FileLog) AppendAsLeader(batch []byte) (int64, error) {
 		return 0, ErrClosed
 	}
 	base := l.st.logEnd
-	stamped, err := stampLeader(batch, base, l.st.leaderEpoch)
+	stamped, err := l.st.stampLeader(batch)
 	if err != nil {
 		return 0, err
 	}

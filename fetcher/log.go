@@ -27,6 +27,10 @@ var (
 	ErrInvalidBatch = errors.New("fetcher: invalid batch")
 	// ErrInjected is the error returned by MemoryLog fault injection.
 	ErrInjected = errors.New("fetcher: injected fault")
+	// ErrReadOnly is returned by AppendAsLeader for a data batch while the log
+	// is read-only (a mirror partition that is not STOPPED); nothing is
+	// appended. The mirror package answers it as READ_ONLY_TOPIC.
+	ErrReadOnly = errors.New("fetcher: partition is read-only")
 	// ErrLocked is returned by OpenFileLog when another process (or another
 	// FileLog in this process) holds the directory's lock file.
 	ErrLocked = errors.New("fetcher: log directory locked")
@@ -64,8 +68,18 @@ type Log interface {
 	// AppendAsLeader stamps the batch's base offset = LogEndOffset and
 	// partition leader epoch = LeaderEpoch() (outside the CRC), appends it and
 	// returns the base offset. Used for control batches (ABORT,
-	// MIRROR_PID_RESET). The argument is not modified (a copy is stamped).
+	// MIRROR_PID_RESET) and for client writes. The argument is not modified
+	// (a copy is stamped). While the log is ReadOnly a data (non-control)
+	// batch is refused with an error Is(ErrReadOnly) and nothing is appended;
+	// the check and the append are atomic with respect to SetReadOnly.
 	AppendAsLeader(batch []byte) (baseOffset int64, err error)
+	// SetReadOnly sets whether AppendAsLeader refuses data batches (client
+	// writes). A mirror partition is read-only in every state but STOPPED.
+	// Append (replication) and control batches are never refused. The flag is
+	// not persisted by the log; its owner (the Destination) sets it after open.
+	SetReadOnly(readOnly bool)
+	// ReadOnly reports the flag set by SetReadOnly (false for a new log).
+	ReadOnly() bool
 	// Truncate removes every batch with base offset >= offset. A batch that
 	// starts below offset but ends at or after it is kept whole (so
 	// LogEndOffset becomes its next offset); when offset falls in a gap

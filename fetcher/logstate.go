@@ -145,6 +145,7 @@ type logState struct {
 	leaderEpoch          int32
 	epochs               *epoch.Cache
 	open                 map[int64]OpenTxn // producer ID -> open transaction
+	readOnly             bool              // client writes refused (see readonly.go)
 }
 
 func newLogState(start int64) logState {
@@ -218,15 +219,20 @@ func bumpEpoch(cur, min int32) (int32, error) {
 	return max(cur+1, min+1), nil
 }
 
-// stampLeader validates one control/data batch for AppendAsLeader and returns
-// a stamped copy.
-func stampLeader(batch []byte, base int64, leaderEpoch int32) ([]byte, error) {
+// stampLeader validates one control/data batch for AppendAsLeader at the log
+// end and returns a copy stamped with the log end and the leader epoch. A data
+// batch is refused while the log is read-only.
+func (s *logState) stampLeader(batch []byte) ([]byte, error) {
+	base, leaderEpoch := s.logEnd, s.leaderEpoch
 	b, err := records.ParseBatch(batch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	}
 	if len(b) != len(batch) {
 		return nil, fmt.Errorf("%w: AppendAsLeader takes exactly one batch (%d trailing bytes)", ErrInvalidBatch, len(batch)-len(b))
+	}
+	if s.readOnly && !b.Attributes().IsControl() {
+		return nil, ErrReadOnly
 	}
 	cp := records.Batch(append([]byte(nil), batch...))
 	cp.SetBaseOffset(base)

@@ -167,7 +167,7 @@ func (m *MemoryLog) AppendAsLeader(batch []byte) (int64, error) {
 		return 0, err
 	}
 	base := m.st.logEnd
-	stamped, err := stampLeader(batch, base, m.st.leaderEpoch)
+	stamped, err := m.st.stampLeader(batch)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/statemachine"
 )
 
 // Mirror-level configuration keys (the CLUSTER_MIRROR resource, spec §13.2).
@@ -34,6 +35,13 @@ const (
 	KeyFetchResponseMaxBytes = "fetch.response.max.bytes"
 	KeyFetchMaxBytes         = "fetch.max.bytes"
 	KeyUncleanLeaderElection = "mirror.support.unclean.leader.election"
+	// KeyStopOpenTransactions says how STOPPING closes the transactions left
+	// open in the destination: "abort" (the default, spec §8.1) appends an
+	// ABORT marker for each and keeps every mirrored record; "truncate" cuts
+	// the log at its last stable offset, so the destination holds only
+	// completed transactions, at the price of every record after the first
+	// open transaction (committed records of other producers included).
+	KeyStopOpenTransactions = "mirror.stop.open.transactions"
 )
 
 // defaultTopicPropertiesExclude are the topic configs never synced from the source.
@@ -72,6 +80,7 @@ var knownKeys = map[string]configKey{
 	KeyFetchResponseMaxBytes: {"10485760", validateInt(1)},
 	KeyFetchMaxBytes:         {"1048576", validateInt(1)},
 	KeyUncleanLeaderElection: {"false", validateOneOf("true", "false")},
+	KeyStopOpenTransactions:  {"abort", validateOneOf("abort", "truncate")},
 }
 
 // MirrorConfig is the parsed, validated configuration of one cluster mirror.
@@ -97,6 +106,8 @@ type MirrorConfig struct {
 	FetchResponseMaxBytes    int32
 	FetchPartitionMaxBytes   int32
 	SupportUncleanLeaderElec bool
+	// StopMode is how STOPPING closes open transactions (KeyStopOpenTransactions).
+	StopMode statemachine.StopMode
 
 	topicsInclude, topicsExclude []*regexp.Regexp
 	groupsInclude, groupsExclude []*regexp.Regexp
@@ -158,6 +169,9 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		FetchResponseMaxBytes:    int32(atoi(get(KeyFetchResponseMaxBytes))),
 		FetchPartitionMaxBytes:   int32(atoi(get(KeyFetchMaxBytes))),
 		SupportUncleanLeaderElec: get(KeyUncleanLeaderElection) == "true",
+	}
+	if get(KeyStopOpenTransactions) == "truncate" {
+		c.StopMode = statemachine.StopTruncateToLSO
 	}
 	c.topicsInclude = compileList(c.TopicsInclude)
 	c.topicsExclude = compileList(c.TopicsExclude)

@@ -53,10 +53,17 @@ type Destination interface {
 	// Topics lists every topic, sorted by name.
 	Topics() []TopicSpec
 	// Log returns the log of one partition. The Destination owns it: callers never
-	// Close it, and the same Log is returned on every call.
+	// Close it, and the same Log is returned on every call. Its read-only flag
+	// (fetcher.Log.SetReadOnly) must always agree with ReadOnly, so that a client write
+	// through any handle to it is refused while the partition is read-only.
 	Log(topic string, partition int32) (fetcher.Log, error)
+	// Produce is the client write path (what a broker's Produce handler or a service
+	// calls): one v2 data batch appended as leader, its base offset returned. A
+	// read-only partition refuses it with an error errors.Is matches to
+	// admin.CodeReadOnlyTopic.Err(); ProduceToLog implements the checks.
+	Produce(ctx context.Context, topic string, partition int32, batch []byte) (int64, error)
 	// SetReadOnly sets whether producers may write the partition (mirror partitions are
-	// read-only in every state but STOPPED).
+	// read-only in every state but STOPPED), durably, and on its Log when open.
 	SetReadOnly(topic string, partition int32, readOnly bool) error
 	// ReadOnly reports the read-only flag of a partition.
 	ReadOnly(topic string, partition int32) bool
@@ -271,8 +278,18 @@ func (d *LocalDestination) Log(topic string, partition int32) (fetcher.Log, erro
 	if err != nil {
 		return nil, err
 	}
+	l.SetReadOnly(d.meta.ReadOnly[roKey(topic, partition)])
 	d.logs[tp] = l
 	return l, nil
+}
+
+// Produce implements Destination with ProduceToLog.
+func (d *LocalDestination) Produce(ctx context.Context, topic string, partition int32, batch []byte) (int64, error) {
+	l, err := d.Log(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	return ProduceToLog(ctx, l, topic, partition, batch)
 }
 
 func roKey(topic string, partition int32) string {
@@ -284,15 +301,31 @@ func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly b
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := roKey(topic, partition)
+	l := d.logs[TopicPartition{topic, partition}]
 	if d.meta.ReadOnly[k] == readOnly {
+		if l != nil {
+			l.SetReadOnly(readOnly)
+		}
 		return nil
 	}
 	if readOnly {
+		// Refuse client writes before the flag is durable: a crash in between leaves
+		// the partition writable on disk, and the reconciler sets it again.
+		if l != nil {
+			l.SetReadOnly(true)
+		}
 		d.meta.ReadOnly[k] = true
-	} else {
-		delete(d.meta.ReadOnly, k)
+		return d.saveLocked()
 	}
-	return d.saveLocked()
+	delete(d.meta.ReadOnly, k)
+	if err := d.saveLocked(); err != nil {
+		d.meta.ReadOnly[k] = true
+		return err
+	}
+	if l != nil {
+		l.SetReadOnly(false) // writable only once it is durable
+	}
+	return nil
 }
 
 // ReadOnly implements Destination.

@@ -68,6 +68,9 @@ type reconciler struct {
 	attempts      int                // automatic FAILED retries so far
 	retryEvent    statemachine.Event // delivered when the retry timer fires
 	pendingReason string             // failure reason of the last write, published after act
+	lme           int32              // stored LastMirrorEpoch, as last read or written
+	lmo           int64              // stored LastMirrorOffset
+	stopProg      stopProgress       // of the STOPPING whose actions run (see readStopProgress)
 }
 
 func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, partition int32, log fetcher.Log) *reconciler {
@@ -254,6 +257,7 @@ func (r *reconciler) step() {
 			}
 			return
 		}
+		resume := reassert || r.state == statemachine.Failed // a STOPPING that may have run before
 		if !reassert {
 			switch r.write(to, ev) {
 			case writeOK:
@@ -281,7 +285,7 @@ func (r *reconciler) step() {
 			}
 		}
 		r.retryBO = 0
-		next := r.act(to, acts)
+		next := r.act(to, acts, resume)
 		r.asserted = true // this owner has run the current state's actions
 		if !reassert {
 			// Published once the entry actions ran: a waiter for STOPPED finds the
@@ -316,7 +320,11 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 		return r.state, nil, false, false
 	}
 	latest := r.log.LatestEpoch()
-	to, acts, err := statemachine.Next(ts.Desired, r.state, latest)
+	mode := statemachine.StopAbortOpenTxns
+	if cfg, err := r.mr.config(); err == nil {
+		mode = cfg.StopMode
+	}
+	to, acts, err := statemachine.Next(ts.Desired, r.state, latest, mode)
 	if err != nil {
 		r.m.log.Error("mirror: no transition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
 		return r.state, nil, false, false
@@ -331,7 +339,7 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 		return r.state, nil, false, false
 	}
 	r.asserted = true
-	to, acts, err = statemachine.Transition(r.state, statemachine.LeaderGained{LatestLocalEpoch: latest})
+	to, acts, err = statemachine.Transition(r.state, statemachine.LeaderGained{LatestLocalEpoch: latest, StopMode: mode})
 	if err != nil || len(acts) == 0 {
 		return r.state, nil, false, false
 	}
@@ -386,6 +394,7 @@ func (r *reconciler) read() bool {
 		switch res.ErrorCode {
 		case admin.CodeNone:
 			r.state, r.stateEpoch, r.known = res.State, res.StateEpoch, true
+			r.lme, r.lmo = res.LastMirrorEpoch, res.LastMirrorOffset
 			reason := ""
 			if res.ErrorMessage != nil {
 				reason = *res.ErrorMessage
@@ -465,8 +474,19 @@ func (r *reconciler) publish(s statemachine.State, reason string) {
 }
 
 // act carries out the actions of entering state to and returns the event that reports
-// their completion (nil for steady states), or an Error event.
-func (r *reconciler) act(to statemachine.State, acts []statemachine.Action) statemachine.Event {
+// their completion (nil for steady states), or an Error event. resume is true when an
+// earlier run of the same STOPPING may have done some of its steps: the state was already
+// STOPPING (a restart or a leader change) or the stop failed and is retried from FAILED.
+// A resumed STOPPING skips the steps its earlier run finished (readStopProgress).
+func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resume bool) statemachine.Event {
+	r.stopProg = stopProgress{}
+	if to == statemachine.Stopping && resume {
+		p, err := r.readStopProgress()
+		if err != nil {
+			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err)}
+		}
+		r.stopProg = p
+	}
 	for _, phase := range statemachine.Phases(acts) {
 		var err error
 		if len(phase) == 1 {
@@ -540,21 +560,25 @@ func (r *reconciler) do(a statemachine.Action) error {
 		}
 		return nil
 	case statemachine.PersistLME:
+		if r.stopProg.lmePersisted {
+			return nil
+		}
 		return r.persistLME()
 	case statemachine.BumpLeaderEpoch:
+		if r.stopProg.bumped {
+			r.bumped = r.log.LeaderEpoch()
+			return nil
+		}
 		e, err := r.log.BumpLeaderEpoch(a.Min)
 		if err != nil {
 			return fmt.Errorf("bump leader epoch: %w", err)
 		}
 		r.bumped = e
 		return nil
+	case statemachine.AbortOpenTransactions:
+		return r.abortOpenTransactions()
 	case statemachine.AppendPIDReset:
-		batch := records.BuildControlBatch(records.ControlBatchSpec{Type: records.ControlMirrorPIDReset,
-			Timestamp: r.m.opts.clock().UnixMilli()})
-		if _, err := r.log.AppendAsLeader(batch); err != nil {
-			return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
-		}
-		return r.log.Flush()
+		return r.appendPIDReset()
 	case statemachine.ClearReadOnly:
 		return r.m.dest.SetReadOnly(r.topic, r.partition, false)
 	case statemachine.SetReadOnly:
@@ -589,14 +613,16 @@ func (r *reconciler) persistLME() error {
 	if lme == epoch.UndefinedEpoch {
 		return nil // empty log: nothing was mirrored
 	}
+	lmo := r.log.LogEndOffset()
 	res, err := r.mr.batch.write(r.ctx, coordinator.WritePartition{TopicID: r.topicID, Partition: r.partition, State: statemachine.Unknown,
-		LeaderEpoch: r.log.LeaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: lme, LastMirrorOffset: r.log.LogEndOffset()})
+		LeaderEpoch: r.log.LeaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: lme, LastMirrorOffset: lmo})
 	if err != nil {
 		return fmt.Errorf("persist LME: %w", err)
 	}
 	if res.ErrorCode != admin.CodeNone {
 		return fmt.Errorf("persist LME: %w", admin.NewError(res.ErrorCode, res.ErrorMessage))
 	}
+	r.lme, r.lmo = lme, lmo
 	return nil
 }
 

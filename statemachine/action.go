@@ -50,6 +50,12 @@ type Truncate struct {
 // any uncommitted tail.
 type TruncateToLSO struct{ Step }
 
+// AbortOpenTransactions: append, as leader at the current (bumped) leader
+// epoch, an ABORT marker for every transaction open in the local log, oldest
+// first, so the LSO reaches the high watermark (spec §8.1, JR78). Idempotent:
+// a transaction already closed by a marker is not open any more.
+type AbortOpenTransactions struct{ Step }
+
 // PersistLME: record the latest leader epoch of the local log (after the
 // truncation that precedes it) as the LME in __mirror_state.
 type PersistLME struct{ Step }
@@ -62,7 +68,9 @@ type BumpLeaderEpoch struct {
 	Min int32
 }
 
-// AppendPIDReset: append the MIRROR_PID_RESET control record (type 7).
+// AppendPIDReset: append the MIRROR_PID_RESET control record (type 7), the
+// barrier after which producers start afresh. Idempotent: a barrier already
+// written by this stop is not written again.
 type AppendPIDReset struct{ Step }
 
 // ClearReadOnly: allow local produce requests on the partition.
@@ -107,6 +115,9 @@ func (TruncateToLSO) String() string { return "TruncateToLSO" }
 
 // String implements Action.
 func (PersistLME) String() string { return "PersistLME" }
+
+// String implements Action.
+func (AbortOpenTransactions) String() string { return "AbortOpenTransactions" }
 
 // String implements Action.
 func (a BumpLeaderEpoch) String() string { return fmt.Sprintf("BumpLeaderEpoch(min=%d)", a.Min) }

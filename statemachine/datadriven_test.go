@@ -50,7 +50,7 @@ func TestDataDriven(t *testing.T) {
 				latest := -1
 				d.MaybeScanArgs(t, "latest", &latest)
 				from := cur
-				to, acts, err := Next(desired, cur, int32(latest))
+				to, acts, err := Next(desired, cur, int32(latest), stopMode(t, d))
 				if err != nil {
 					return "error: " + err.Error()
 				}
@@ -87,6 +87,20 @@ func TestDataDriven(t *testing.T) {
 	})
 }
 
+// stopMode reads the optional mode=abort|truncate argument.
+func stopMode(t *testing.T, d *datadriven.TestData) StopMode {
+	var mode string
+	d.MaybeScanArgs(t, "mode", &mode)
+	switch mode {
+	case "", "abort":
+		return StopAbortOpenTxns
+	case "truncate":
+		return StopTruncateToLSO
+	}
+	d.Fatalf(t, "unknown stop mode %q", mode)
+	return 0
+}
+
 // buildEvent turns "event NAME k=v ..." into an Event.
 func buildEvent(t *testing.T, d *datadriven.TestData) Event {
 	num := func(key string) int64 {
@@ -103,13 +117,13 @@ func buildEvent(t *testing.T, d *datadriven.TestData) Event {
 	}
 	switch name := d.CmdArgs[0].Key; name {
 	case "LeaderGained":
-		return LeaderGained{LatestLocalEpoch: int32(num("latest"))}
+		return LeaderGained{LatestLocalEpoch: int32(num("latest")), StopMode: stopMode(t, d)}
 	case "MirroringDesired":
 		return MirroringDesired{}
 	case "PausedDesired":
 		return PausedDesired{}
 	case "StoppedDesired":
-		return StoppedDesired{LatestLocalEpoch: int32(num("latest"))}
+		return StoppedDesired{LatestLocalEpoch: int32(num("latest")), StopMode: stopMode(t, d)}
 	case "TruncationDone":
 		return TruncationDone{}
 	case "EpochExceeded":

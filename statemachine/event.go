@@ -71,7 +71,13 @@ type Event interface {
 // actions are returned again (spec §5.4 row 16). LatestLocalEpoch is the
 // latest leader epoch in the local log (-1 if empty); it is the minimum for a
 // re-run BumpLeaderEpoch.
-type LeaderGained struct{ LatestLocalEpoch int32 }
+//
+// StopMode, used only when the state is STOPPING, says how the re-run closes
+// the open transactions.
+type LeaderGained struct {
+	LatestLocalEpoch int32
+	StopMode         StopMode
+}
 
 // MirroringDesired: the topic's desired state is MIRRORING (start, restart
 // after stop / failback, or resume).
@@ -82,8 +88,50 @@ type PausedDesired struct{}
 
 // StoppedDesired: the topic's desired state is STOPPED. LatestLocalEpoch is
 // the latest leader epoch in the local log (-1 if empty); STOPPING bumps the
-// leader epoch with it as the minimum.
-type StoppedDesired struct{ LatestLocalEpoch int32 }
+// leader epoch with it as the minimum. StopMode says how STOPPING closes the
+// transactions left open in the local log.
+type StoppedDesired struct {
+	LatestLocalEpoch int32
+	StopMode         StopMode
+}
+
+// StopMode says how STOPPING closes the transactions that are open in the
+// local log when mirroring stops (their COMMIT or ABORT never arrived from the
+// source).
+type StopMode int8
+
+const (
+	// StopAbortOpenTxns, the default, keeps every mirrored record and appends
+	// an ABORT marker for each open transaction after the leader-epoch bump
+	// (spec §8.1, JR78): the LSO then equals the high watermark, committed
+	// records written after an open transaction stay, and read_committed
+	// consumers never see the aborted ones.
+	StopAbortOpenTxns StopMode = iota
+	// StopTruncateToLSO truncates the log to its last stable offset before the
+	// LME is persisted, so the destination holds only completed transactions.
+	// It discards every record at or after the first open transaction,
+	// including committed records of other producers: an explicit choice.
+	StopTruncateToLSO
+)
+
+// String returns "abort" or "truncate".
+func (m StopMode) String() string {
+	switch m {
+	case StopAbortOpenTxns:
+		return "abort"
+	case StopTruncateToLSO:
+		return "truncate"
+	}
+	return fmt.Sprintf("StopMode(%d)", int8(m))
+}
+
+// stopModeSuffix is ", mode=truncate" for a non-default mode, else "".
+func stopModeSuffix(m StopMode) string {
+	if m == StopAbortOpenTxns {
+		return ""
+	}
+	return ", mode=" + m.String()
+}
 
 // TruncationDone: PREPARING finished: the log is truncated after the LME and
 // the replicas have converged.
@@ -159,7 +207,7 @@ func (Retry) Type() EventType { return EventRetry }
 
 // String implements Event.
 func (e LeaderGained) String() string {
-	return fmt.Sprintf("LeaderGained(latestLocalEpoch=%d)", e.LatestLocalEpoch)
+	return fmt.Sprintf("LeaderGained(latestLocalEpoch=%d%s)", e.LatestLocalEpoch, stopModeSuffix(e.StopMode))
 }
 
 // String implements Event.
@@ -170,7 +218,7 @@ func (PausedDesired) String() string { return "PausedDesired" }
 
 // String implements Event.
 func (e StoppedDesired) String() string {
-	return fmt.Sprintf("StoppedDesired(latestLocalEpoch=%d)", e.LatestLocalEpoch)
+	return fmt.Sprintf("StoppedDesired(latestLocalEpoch=%d%s)", e.LatestLocalEpoch, stopModeSuffix(e.StopMode))
 }
 
 // String implements Event.
@@ -204,17 +252,25 @@ func (e Error) String() string { return fmt.Sprintf("Error(%q)", e.Reason) }
 // String implements Event.
 func (Retry) String() string { return "Retry" }
 
+// validateLocal checks the local-log fields shared by LeaderGained and
+// StoppedDesired.
+func validateLocal(e Event, latest int32, mode StopMode) error {
+	if latest < -1 {
+		return fmt.Errorf("%w: %s: epoch below -1", ErrInvalidEvent, e)
+	}
+	if mode != StopAbortOpenTxns && mode != StopTruncateToLSO {
+		return fmt.Errorf("%w: %s: unknown stop mode", ErrInvalidEvent, e)
+	}
+	return nil
+}
+
 // validate checks the fields of an event.
 func validate(e Event) error {
 	switch e := e.(type) {
 	case LeaderGained:
-		if e.LatestLocalEpoch < -1 {
-			return fmt.Errorf("%w: %s: epoch below -1", ErrInvalidEvent, e)
-		}
+		return validateLocal(e, e.LatestLocalEpoch, e.StopMode)
 	case StoppedDesired:
-		if e.LatestLocalEpoch < -1 {
-			return fmt.Errorf("%w: %s: epoch below -1", ErrInvalidEvent, e)
-		}
+		return validateLocal(e, e.LatestLocalEpoch, e.StopMode)
 	case EpochExceeded:
 		if e.BatchEpoch <= e.LocalEpoch {
 			return fmt.Errorf("%w: %s: batch epoch does not exceed the local epoch", ErrInvalidEvent, e)

@@ -9,7 +9,7 @@ import (
 
 // A reconciler step: the topic is stopped while the partition mirrors.
 func ExampleNext() {
-	next, actions, err := statemachine.Next(statemachine.DesiredStopped, statemachine.Mirroring, 5)
+	next, actions, err := statemachine.Next(statemachine.DesiredStopped, statemachine.Mirroring, 5, statemachine.StopAbortOpenTxns)
 	if err != nil {
 		panic(err)
 	}
@@ -22,8 +22,8 @@ func ExampleNext() {
 	}
 	// Output:
 	// STOPPING
-	// StopFetcher ; BumpLeaderEpoch(min=5) | TruncateToLSO -> PersistLME ; AppendPIDReset
-	// phase 2 lane 0 min 5
+	// StopFetcher ; PersistLME ; BumpLeaderEpoch(min=5) ; AbortOpenTransactions ; AppendPIDReset
+	// phase 3 lane 0 min 5
 }
 
 func ExampleTransition() {

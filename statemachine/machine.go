@@ -112,7 +112,8 @@ func ValidMove(from, to State) bool {
 //	MIRRORING           StartFetcher
 //	PAUSING             StopFetcher
 //	PAUSED, UNKNOWN     none
-//	STOPPING            StopFetcher ; BumpLeaderEpoch(min=latest local epoch) | TruncateToLSO -> PersistLME ; AppendPIDReset
+//	STOPPING            StopFetcher ; PersistLME ; BumpLeaderEpoch(min=latest local epoch) ; AbortOpenTransactions ; AppendPIDReset
+//	                    (StopTruncateToLSO: StopFetcher ; TruncateToLSO -> PersistLME ; BumpLeaderEpoch(min) ; AppendPIDReset)
 //	STOPPED             ClearReadOnly
 //	FAILED              Fail(reason) | StopFetcher
 //
@@ -135,12 +136,12 @@ func Transition(s State, e Event) (State, []Action, error) {
 // entryActions returns the actions of entering (or re-asserting) state s,
 // with parameters taken from the event that caused it.
 func entryActions(s State, e Event) []Action {
-	latest := int32(-1)
+	latest, mode := int32(-1), StopAbortOpenTxns
 	switch e := e.(type) {
 	case LeaderGained:
-		latest = e.LatestLocalEpoch
+		latest, mode = e.LatestLocalEpoch, e.StopMode
 	case StoppedDesired:
-		latest = e.LatestLocalEpoch
+		latest, mode = e.LatestLocalEpoch, e.StopMode
 	}
 	switch s {
 	case Preparing:
@@ -169,13 +170,7 @@ func entryActions(s State, e Event) []Action {
 	case Pausing:
 		return []Action{StopFetcher{Step{1, 0}}}
 	case Stopping:
-		return []Action{
-			StopFetcher{Step{1, 0}},
-			BumpLeaderEpoch{Step{2, 0}, latest},
-			TruncateToLSO{Step{2, 1}},
-			PersistLME{Step{2, 1}},
-			AppendPIDReset{Step{3, 0}},
-		}
+		return stoppingActions(latest, mode)
 	case Stopped:
 		return []Action{ClearReadOnly{Step{1, 0}}}
 	case Failed:
@@ -186,6 +181,30 @@ func entryActions(s State, e Event) []Action {
 		return []Action{Fail{Step{1, 0}, reason}, StopFetcher{Step{1, 1}}}
 	}
 	return nil // Unknown, Paused
+}
+
+// stoppingActions is the STOPPING sequence of spec §8.1 (JR78): the fetcher
+// goes first, the LME is persisted before the bump so it names the last
+// mirrored epoch, the markers and the barrier are written at the bumped epoch.
+// Every step is idempotent, so a re-run after a crash or a leader change
+// writes no second marker and no second barrier.
+func stoppingActions(latest int32, mode StopMode) []Action {
+	if mode == StopTruncateToLSO {
+		return []Action{
+			StopFetcher{Step{1, 0}},
+			TruncateToLSO{Step{2, 0}},
+			PersistLME{Step{2, 0}},
+			BumpLeaderEpoch{Step{3, 0}, latest},
+			AppendPIDReset{Step{4, 0}},
+		}
+	}
+	return []Action{
+		StopFetcher{Step{1, 0}},
+		PersistLME{Step{2, 0}},
+		BumpLeaderEpoch{Step{3, 0}, latest},
+		AbortOpenTransactions{Step{4, 0}},
+		AppendPIDReset{Step{5, 0}},
+	}
 }
 
 // Reconcile returns the state a partition should move to, given the desired
@@ -231,26 +250,26 @@ func Reconcile(desired Desired, actual State) State {
 
 // DesiredEvent returns the event that reports desired state d, or nil for
 // DesiredUnknown and undefined codes. latestLocalEpoch (the latest leader
-// epoch of the local log, -1 if empty) is used by StoppedDesired.
-func DesiredEvent(d Desired, latestLocalEpoch int32) Event {
+// epoch of the local log, -1 if empty) and mode are used by StoppedDesired.
+func DesiredEvent(d Desired, latestLocalEpoch int32, mode StopMode) Event {
 	switch d {
 	case DesiredMirroring:
 		return MirroringDesired{}
 	case DesiredPaused:
 		return PausedDesired{}
 	case DesiredStopped:
-		return StoppedDesired{LatestLocalEpoch: latestLocalEpoch}
+		return StoppedDesired{LatestLocalEpoch: latestLocalEpoch, StopMode: mode}
 	}
 	return nil
 }
 
 // Next combines Reconcile and Transition: it returns the state the partition
 // should move to and the actions of that move, or (actual, nil, nil) when
-// nothing is to be done.
-func Next(desired Desired, actual State, latestLocalEpoch int32) (State, []Action, error) {
+// nothing is to be done. mode is the mirror's StopMode.
+func Next(desired Desired, actual State, latestLocalEpoch int32, mode StopMode) (State, []Action, error) {
 	to := Reconcile(desired, actual)
 	if to == actual {
 		return actual, nil, nil
 	}
-	return Transition(actual, DesiredEvent(desired, latestLocalEpoch))
+	return Transition(actual, DesiredEvent(desired, latestLocalEpoch, mode))
 }

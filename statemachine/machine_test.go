@@ -49,8 +49,8 @@ var sampleEvents = []Event{
 
 const (
 	planPreparing = "SetReadOnly ; FindLMEAndTruncate ; WaitReplicas(offset=-1, all=false)"
-	planStopping5 = "StopFetcher ; BumpLeaderEpoch(min=5) | TruncateToLSO -> PersistLME ; AppendPIDReset"
-	planStopping7 = "StopFetcher ; BumpLeaderEpoch(min=7) | TruncateToLSO -> PersistLME ; AppendPIDReset"
+	planStopping5 = "StopFetcher ; PersistLME ; BumpLeaderEpoch(min=5) ; AbortOpenTransactions ; AppendPIDReset"
+	planStopping7 = "StopFetcher ; PersistLME ; BumpLeaderEpoch(min=7) ; AbortOpenTransactions ; AppendPIDReset"
 	planFailed    = `Fail("boom") | StopFetcher`
 )
 
@@ -304,13 +304,13 @@ func TestReconcile(t *testing.T) {
 			cases++
 
 			// Next agrees with Reconcile and Transition.
-			next, acts, err := Next(d, actual, 3)
+			next, acts, err := Next(d, actual, 3, StopAbortOpenTxns)
 			require.NoError(t, err)
 			require.Equal(t, got, next)
 			if got == actual {
 				require.Nil(t, acts)
 			} else {
-				to, acts2, err := Transition(actual, DesiredEvent(d, 3))
+				to, acts2, err := Transition(actual, DesiredEvent(d, 3, StopAbortOpenTxns))
 				require.NoError(t, err)
 				require.Equal(t, got, to)
 				require.Equal(t, acts2, acts)
@@ -318,7 +318,7 @@ func TestReconcile(t *testing.T) {
 		}
 		// Undefined desired codes change nothing.
 		require.Equal(t, actual, Reconcile(Desired(4), actual))
-		require.Nil(t, DesiredEvent(Desired(4), 0))
+		require.Nil(t, DesiredEvent(Desired(4), 0, StopAbortOpenTxns))
 	}
 	require.Equal(t, State(42), Reconcile(DesiredMirroring, State(42)))
 	t.Logf("Reconcile: %d desired x actual cases", cases)
@@ -382,16 +382,30 @@ func TestPhasesAndFormat(t *testing.T) {
 	require.Equal(t, []Action{PersistLME{Step{2, 1}}, Truncate{Step{2, 1}, 8}}, ph[1][1])
 	require.Equal(t, "StopFetcher ; BumpLeaderEpoch(min=4) | PersistLME -> Truncate(offset=8) ; AppendPIDReset", FormatActions(plan))
 
-	// The STOPPING plan in detail (DESIGN.md §2).
+	// The STOPPING plan in detail (DESIGN.md §2, spec §8.1): the LME before
+	// the bump, the ABORT markers and the barrier after it.
 	_, acts, err := Transition(Mirroring, StoppedDesired{LatestLocalEpoch: 12})
 	require.NoError(t, err)
 	require.Equal(t, []Action{
 		StopFetcher{Step{1, 0}},
-		BumpLeaderEpoch{Step{2, 0}, 12},
-		TruncateToLSO{Step{2, 1}},
-		PersistLME{Step{2, 1}},
-		AppendPIDReset{Step{3, 0}},
+		PersistLME{Step{2, 0}},
+		BumpLeaderEpoch{Step{3, 0}, 12},
+		AbortOpenTransactions{Step{4, 0}},
+		AppendPIDReset{Step{5, 0}},
 	}, acts)
+	// The explicit LSO-truncation mode: truncate, then persist the LME of what
+	// is left; no markers.
+	_, acts, err = Transition(Mirroring, StoppedDesired{LatestLocalEpoch: 12, StopMode: StopTruncateToLSO})
+	require.NoError(t, err)
+	require.Equal(t, []Action{
+		StopFetcher{Step{1, 0}},
+		TruncateToLSO{Step{2, 0}},
+		PersistLME{Step{2, 0}},
+		BumpLeaderEpoch{Step{3, 0}, 12},
+		AppendPIDReset{Step{4, 0}},
+	}, acts)
+	_, _, err = Transition(Mirroring, StoppedDesired{LatestLocalEpoch: 12, StopMode: 9})
+	require.ErrorIs(t, err, ErrInvalidEvent)
 	for _, a := range acts {
 		require.Equal(t, a.At(), a.At().At())
 	}

@@ -215,9 +215,19 @@ func (d *dest) log(topic string, partition int32) (*watchedLog, error) {
 			return nil, fmt.Errorf("mirrorsim: initial leader epoch of %s %s-%d: %w", d.site, topic, partition, err)
 		}
 	}
+	inner.SetReadOnly(d.ro[tp])
 	l := &watchedLog{Log: inner, n: d.n}
 	d.logs[tp] = l
 	return l, nil
+}
+
+// Produce is a client write: mirror.ProduceToLog on the partition's log.
+func (d *dest) Produce(ctx context.Context, topic string, partition int32, batch []byte) (int64, error) {
+	l, err := d.log(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	return mirror.ProduceToLog(ctx, l, topic, partition, batch)
 }
 
 func (d *dest) SetReadOnly(topic string, partition int32, readOnly bool) error {
@@ -226,6 +236,9 @@ func (d *dest) SetReadOnly(topic string, partition int32, readOnly bool) error {
 	d.ro[tp] = readOnly
 	if !readOnly {
 		d.clears[tp]++
+	}
+	if l, ok := d.logs[tp]; ok {
+		l.SetReadOnly(readOnly)
 	}
 	d.mu.Unlock()
 	d.n.notify()
