@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 
+	kmadmin "github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
@@ -170,7 +171,20 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 
-	// 6. Fail over: stop the topic and wait until it is STOPPED.
+	// 6. A client write to a mirror topic is refused while it mirrors: the
+	// host's produce path is dest.Produce (a broker's Produce handler calls it).
+	clientWrite, err := records.BuildBatch(records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		BaseTimestamp: time.Now().UnixMilli()}, []records.Record{{Value: []byte("written by a client")}})
+	if err != nil {
+		return err
+	}
+	if _, err := dest.Produce(ctx, topic, 0, clientWrite); errors.Is(err, kmadmin.CodeReadOnlyTopic.Err()) {
+		fmt.Fprintf(out, "partition 0: client write while MIRRORING refused: READ_ONLY_TOPIC\n")
+	} else {
+		return fmt.Errorf("partition 0: a client write while MIRRORING was not refused with READ_ONLY_TOPIC: %v", err)
+	}
+
+	// 7. Fail over: stop the topic and wait until it is STOPPED.
 	res, err = m.StopMirrorTopics(ctx, mirrorName, []string{topic}, mirror.StopOptions{Wait: true})
 	if err != nil {
 		return err
@@ -203,17 +217,12 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		if err := waitWritable(ctx, dest, p); err != nil {
 			return err
 		}
-		// The topic is now an ordinary writable topic: append as its leader.
-		batch, err := records.BuildBatch(records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-			BaseTimestamp: time.Now().UnixMilli()}, []records.Record{{Value: []byte("written after failover")}})
+		// The topic is now an ordinary writable topic: the same client write is accepted.
+		off, err := dest.Produce(ctx, topic, p, clientWrite)
 		if err != nil {
-			return err
+			return fmt.Errorf("partition %d: client write after failover: %w", p, err)
 		}
-		off, err := log.AppendAsLeader(batch)
-		if err != nil {
-			return fmt.Errorf("partition %d: local write after failover: %w", p, err)
-		}
-		fmt.Fprintf(out, "partition %d: read-only=false, %s, local write appended at offset %d (leader epoch %d)\n",
+		fmt.Fprintf(out, "partition %d: read-only=false, %s, client write accepted at offset %d (leader epoch %d)\n",
 			p, barrier, off, log.LeaderEpoch())
 	}
 	fmt.Fprintln(out, "done: the mirror copied every byte and the topic is writable on the destination")

@@ -23,6 +23,8 @@ func TestQuickstart(t *testing.T) {
 	require.Equal(t, partitions, strings.Count(text, "bytes identical"))
 	require.Equal(t, partitions, strings.Count(text, "MIRROR_PID_RESET at offset"))
 	require.Equal(t, partitions, strings.Count(text, "read-only=false"))
+	require.Contains(t, text, "client write while MIRRORING refused: READ_ONLY_TOPIC")
+	require.Equal(t, partitions, strings.Count(text, "client write accepted at offset"))
 	require.Regexp(t, `(?m)^MIRROR\s+TOPIC\s+PARTITION\s+STATE\s+SOURCE-OFFSET\s+DESTINATION-OFFSET\s+LAG\s+LAST-MIRROR-EPOCH$`, text)
 	require.Regexp(t, `(?m)^quickstart\s+orders\s+0\s+STOPPED\s+`, text)
 	require.Contains(t, text, "done: the mirror copied every byte")
