@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +70,7 @@ type reconciler struct {
 	lme           int32              // stored LastMirrorEpoch, as last read or written
 	lmo           int64              // stored LastMirrorOffset
 	stopProg      stopProgress       // of the STOPPING whose actions run (see readStopProgress)
+	failCause     error              // typed cause of the last FAILED write (nil after a restart)
 }
 
 func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, partition int32, log fetcher.Log) *reconciler {
@@ -147,7 +147,7 @@ func (r *reconciler) onFetchFailed(err error) {
 	if errors.Is(err, fetcher.ErrEpochFencing) || errors.Is(err, fetcher.ErrDiverged) {
 		return // reported by OnEpochFencing / OnDivergence
 	}
-	r.push(statemachine.Error{Reason: err.Error()})
+	r.push(statemachine.Error{Reason: err.Error(), Cause: err})
 }
 
 // run is the partition's goroutine.
@@ -360,8 +360,8 @@ func (r *reconciler) maybeScheduleFailedRetry() {
 	if rc.MaxAttempts > 0 && r.attempts >= rc.MaxAttempts {
 		return
 	}
-	if _, reason := r.current(); strings.Contains(reason, ErrMirrorLoop.Error()) {
-		return
+	if errors.Is(r.failCause, ErrMirrorLoop) {
+		return // permanent: only an operator can break the loop
 	}
 	d := rc.Initial
 	if d <= 0 {
@@ -420,8 +420,9 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 	wp := coordinator.WritePartition{TopicID: r.topicID, Partition: r.partition, State: to,
 		LeaderEpoch: r.log.LeaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: epoch.UndefinedEpoch, LastMirrorOffset: -1}
 	reason := ""
+	var cause error
 	if e, ok := ev.(statemachine.Error); ok && to == statemachine.Failed {
-		reason = e.Reason
+		reason, cause = e.Reason, e.Cause
 		wp.ErrorMessage = &reason
 	}
 	res, err := r.mr.batch.write(r.ctx, wp)
@@ -446,6 +447,9 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 		r.attemptsReset(to)
 	}
 	r.pendingReason = reason
+	if to == statemachine.Failed && cause != nil {
+		r.failCause = cause
+	}
 	if from != to {
 		if r.m.opts.events != nil {
 			r.m.opts.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
@@ -483,7 +487,7 @@ func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resu
 	if to == statemachine.Stopping && resume {
 		p, err := r.readStopProgress()
 		if err != nil {
-			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err)}
+			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err), Cause: err}
 		}
 		r.stopProg = p
 	}
@@ -506,7 +510,7 @@ func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resu
 				r.m.log.Warn("mirror: cleanup of a FAILED partition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
 				continue
 			}
-			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err)}
+			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err), Cause: err}
 		}
 	}
 	switch to {
@@ -655,7 +659,10 @@ func (r *reconciler) lookupLME() (int32, error) {
 		return epoch.UndefinedEpoch, err
 	}
 	local := r.m.ClusterID()
-	ls, err := peer.ListClusterMirrors(r.ctx, ListFilter{SourceClusterIDs: []string{local}})
+	bo := peerRetry(r.ctx)
+	ls, err := retryTransient(r.ctx, bo, func() ([]MirrorListing, error) {
+		return peer.ListClusterMirrors(r.ctx, ListFilter{SourceClusterIDs: []string{local}})
+	})
 	if err != nil {
 		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
 	}
@@ -667,8 +674,10 @@ func (r *reconciler) lookupLME() (int32, error) {
 	if len(names) == 0 {
 		return lme, nil
 	}
-	ds, err := peer.DescribeClusterMirrors(r.ctx, names, DescribeOptions{
-		TopicPartitions: map[string][]int32{r.topic: {r.partition}}, IncludeStates: true, ClusterID: local})
+	ds, err := retryTransient(r.ctx, bo, func() ([]MirrorDescription, error) {
+		return peer.DescribeClusterMirrors(r.ctx, names, DescribeOptions{
+			TopicPartitions: map[string][]int32{r.topic: {r.partition}}, IncludeStates: true, ClusterID: local})
+	})
 	if err != nil {
 		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
 	}

@@ -3,7 +3,10 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -296,4 +299,69 @@ func TestStopResumesAfterFailureAtEachStep(t *testing.T) {
 			require.Equal(t, committed, readCommitted(t, l))
 		})
 	}
+}
+
+// flakyPeer fails its first n calls with a transient error (a refused connection).
+type flakyPeer struct {
+	Peer
+	mu sync.Mutex
+	n  int
+}
+
+func (p *flakyPeer) fail() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		return nil
+	}
+	p.n--
+	return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+}
+
+func (p *flakyPeer) ListClusterMirrors(ctx context.Context, f ListFilter) ([]MirrorListing, error) {
+	if err := p.fail(); err != nil {
+		return nil, err
+	}
+	return p.Peer.ListClusterMirrors(ctx, f)
+}
+
+func (p *flakyPeer) DescribeClusterMirrors(ctx context.Context, names []string, o DescribeOptions) ([]MirrorDescription, error) {
+	if err := p.fail(); err != nil {
+		return nil, err
+	}
+	return p.Peer.DescribeClusterMirrors(ctx, names, o)
+}
+
+// TestPreparingRetriesAnUnreachablePeer: a source whose admin endpoint refuses
+// connections for a while is retried with backoff; the partition reaches MIRRORING and
+// never FAILED. A permanent failure (a mirror loop) fails at once, with a typed cause.
+func TestPreparingRetriesAnUnreachablePeer(t *testing.T) {
+	ctx := testCtx(t)
+	w := newWorld()
+	a := w.newSite(t, "a")
+	flaky := &flakyPeer{n: 3}
+	b := w.newSite(t, "b", WithPeerFactory(func(string, MirrorConfig) (Peer, error) {
+		flaky.Peer = a.m
+		return flaky, nil
+	}))
+	createTopic(t, a, "t", id(7), 1)
+	appendBatch(t, a.log(t, "t", 0), 0, 3, "x")
+	require.NoError(t, b.m.CreateClusterMirror(ctx, "from-a", bootstrap(a)))
+	mustOK(t)(b.m.StartMirrorTopics(ctx, "from-a", []string{"t"}, StartOptions{}))
+	waitCond(t, ctx, b.m, "mirroring", func() bool {
+		return describePartition(t, b, "from-a", "t", 0).State == statemachine.Mirroring
+	})
+	flaky.mu.Lock()
+	require.Zero(t, flaky.n, "every injected failure was retried")
+	flaky.mu.Unlock()
+	b.mu.Lock()
+	for _, c := range b.changes {
+		require.NotEqual(t, statemachine.Failed, c.To, "no FAILED on a transient error")
+	}
+	b.mu.Unlock()
+
+	require.True(t, transient(&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}))
+	require.True(t, transient(admin.CodeCoordinatorLoadInProgress.Err()))
+	require.False(t, transient(fmt.Errorf("x: %w", ErrMirrorLoop)))
+	require.False(t, transient(admin.CodeClusterAuthorizationFailed.Err()))
 }

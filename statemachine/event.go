@@ -159,8 +159,14 @@ type FetcherRemoved struct{}
 // StopTasksDone: every STOPPING action has completed.
 type StopTasksDone struct{}
 
-// Error: the partition failed; Reason is kept as its error message.
-type Error struct{ Reason string }
+// Error: the partition failed; Reason is kept as its error message. Cause,
+// when the caller has one, is the typed error behind Reason: it is not
+// persisted (Reason is), and lets the caller decide on the failure by type
+// (for example whether to retry it) instead of by text.
+type Error struct {
+	Reason string
+	Cause  error
+}
 
 // Retry: restart a FAILED partition (later revision's automatic retry or
 // `recover`); it restarts from PREPARING.
