@@ -23,6 +23,9 @@ type specExample struct {
 	w      *world
 	a, b   *site
 	la, lb fetcher.Log
+	// stopEpoch is B's leader epoch after the stop: its barrier's and new writes' epoch
+	// (the spec's examples call it 10).
+	stopEpoch int64
 }
 
 func newSpecExample(t *testing.T, aEpochs []int32) *specExample {
@@ -48,13 +51,17 @@ func (ex *specExample) mirrorAndFailOver() {
 	ex.lb = ex.b.log(t, "t", 0)
 	waitCond(t, ctx, ex.b.m, "B mirrored A", func() bool { return ex.lb.LogEndOffset() == ex.la.LogEndOffset() })
 	require.Equal(t, logBytes(t, ex.la), logBytes(t, ex.lb))
-	// The host raises B's leader epoch to 9 (as if leadership moved), so that the stop's
-	// BumpLeaderEpochs gives 10.
-	_, err := ex.lb.BumpLeaderEpoch(8)
-	require.NoError(t, err)
-	require.Equal(t, int32(9), ex.lb.LeaderEpoch())
+	// The host raises B's leader epoch to at least 9 (as if leadership moved; B keeps it
+	// ahead of A's by itself too, spec §7.5), and the stop's bump goes above it.
+	if ex.lb.LeaderEpoch() < 9 {
+		_, err := ex.lb.BumpLeaderEpoch(8)
+		require.NoError(t, err)
+	}
+	before := ex.lb.LeaderEpoch()
+	require.GreaterOrEqual(t, before, ex.la.LatestEpoch(), "B's leader epoch is not below A's epochs")
 	mustOK(t)(ex.b.m.StopMirrorTopics(ctx, "a-to-b", []string{"t"}, StopOptions{Wait: true}))
-	require.Equal(t, int32(10), ex.lb.LeaderEpoch())
+	require.Greater(t, ex.lb.LeaderEpoch(), before)
+	ex.stopEpoch = int64(ex.lb.LeaderEpoch())
 	d := describePartition(t, ex.b, "a-to-b", "t", 0)
 	require.Equal(t, statemachine.Stopped, d.State)
 	require.False(t, ex.b.dest.ReadOnly("t", 0))
@@ -85,7 +92,7 @@ func TestSpecExampleA(t *testing.T) {
 	ex.mirrorAndFailOver()
 	// B: 0,1 A(LE 0); 2 PID_RESET(LE 10); LME 0 stored.
 	require.Equal(t, int32(0), describePartition(t, ex.b, "a-to-b", "t", 0).LastMirrorEpoch)
-	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, 10, int64(records.ControlMirrorPIDReset)}}, batchEpochs(t, ex.lb))
+	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, ex.stopEpoch, int64(records.ControlMirrorPIDReset)}}, batchEpochs(t, ex.lb))
 	// A had offset 2 at LE 10 that B never got; B writes new data at offset 3.
 	_, err := ex.la.BumpLeaderEpoch(9)
 	require.NoError(t, err)
@@ -96,7 +103,7 @@ func TestSpecExampleA(t *testing.T) {
 	// Failback: A truncates after the end of epoch 0 (offset 2, removing the stale
 	// A(LE 10)), then copies B's offsets 2 and 3.
 	require.Equal(t, int64(2), ex.failBack())
-	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, 10, int64(records.ControlMirrorPIDReset)}, {3, 10, -1}}, batchEpochs(t, ex.la))
+	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, ex.stopEpoch, int64(records.ControlMirrorPIDReset)}, {3, ex.stopEpoch, -1}}, batchEpochs(t, ex.la))
 }
 
 func TestSpecExampleB(t *testing.T) {
@@ -115,10 +122,11 @@ func TestSpecExampleB(t *testing.T) {
 	// steps 3-4: the first fetch (offset 3, lastFetchedEpoch 0) diverges at B's end of
 	// epoch 0 (offset 2), A drops its offset 2 and copies B's.
 	require.Equal(t, int64(3), ex.failBack())
-	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, 10, int64(records.ControlMirrorPIDReset)}, {3, 10, -1}}, batchEpochs(t, ex.la))
-	// B's batches at epoch 10 were above A's leader epoch 1: A went through EPOCH_FENCING.
-	require.Greater(t, ex.la.LeaderEpoch(), int32(10))
-	require.True(t, ex.a.sawTransition(statemachine.Mirroring, statemachine.EpochFencing))
+	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, ex.stopEpoch, int64(records.ControlMirrorPIDReset)}, {3, ex.stopEpoch, -1}}, batchEpochs(t, ex.la))
+	// B's batches at its stop epoch were above A's leader epoch 1: PREPARING raised A's
+	// epoch above B's before the first fetch (spec §7.5), so A never met EPOCH_FENCING.
+	require.GreaterOrEqual(t, int64(ex.la.LeaderEpoch()), ex.stopEpoch)
+	require.False(t, ex.a.sawTransition(statemachine.Mirroring, statemachine.EpochFencing))
 }
 
 func TestSpecExampleC(t *testing.T) {
@@ -135,7 +143,7 @@ func TestSpecExampleC(t *testing.T) {
 	// Truncating after LME 0 removes A's offsets 0-1 (A has no epoch-0 data); A then
 	// refetches everything.
 	require.Equal(t, int64(0), ex.failBack())
-	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, 10, int64(records.ControlMirrorPIDReset)}}, batchEpochs(t, ex.la))
+	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, ex.stopEpoch, int64(records.ControlMirrorPIDReset)}}, batchEpochs(t, ex.la))
 }
 
 // TestMirrorLoop: starting the reverse mirror while the forward one still mirrors the

@@ -307,6 +307,19 @@ func (m *Mirror) reconcilerOf(topic string, partition int32) *reconciler {
 	return m.parts[TopicPartition{topic, partition}]
 }
 
+// reconcilersOf returns the reconcilers of mirror runtime mr.
+func (m *Mirror) reconcilersOf(mr *mirrorRuntime) []*reconciler {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*reconciler
+	for _, r := range m.parts {
+		if r.mr == mr {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // dropMirror stops and forgets the runtime of mirror name and its reconcilers.
 func (m *Mirror) dropMirror(name string) error {
 	m.mu.Lock()

@@ -644,11 +644,15 @@ func (r *reconciler) findLMEAndTruncate() error {
 		"lme", lme, "offset", off, "full", full, "logEnd", end)
 	switch {
 	case full && (end > start || r.log.LatestEpoch() != epoch.UndefinedEpoch):
-		return r.log.TruncateFullyAndStartAt(off)
+		if err := r.log.TruncateFullyAndStartAt(off); err != nil {
+			return err
+		}
 	case !full && off < end:
-		return r.log.Truncate(off)
+		if err := r.log.Truncate(off); err != nil {
+			return err
+		}
 	}
-	return nil
+	return r.raiseEpochToSource()
 }
 
 // lookupLME asks the Peer for the LME of this partition in the mirrors of the source

@@ -190,7 +190,9 @@ func (mr *mirrorRuntime) syncOnce(ctx context.Context) (SyncStats, error) {
 	s := mr.syncer
 	mr.mu.Unlock()
 	mr.resolveClusterID(ctx)
-	return s.SyncOnce(ctx)
+	st, err := s.SyncOnce(ctx)
+	mr.keepEpochsAhead(ctx)
+	return st, err
 }
 
 // syncLoop runs syncOnce every interval until the Mirror closes or the mirror is
@@ -294,6 +296,9 @@ func (e fetchEvents) OnProgress(tp fetcher.TopicPartition, p fetcher.Progress) {
 	if r := e.reconciler(tp); r != nil {
 		if old := r.srcHW.Swap(p.SourceHighWatermark); p.Bytes > 0 || old != p.SourceHighWatermark {
 			e.mr.m.notifyChange() // wakes waiters on log progress (tests, CLI)
+		}
+		if p.Bytes > 0 {
+			r.onAppended()
 		}
 	}
 }
