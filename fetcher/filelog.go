@@ -5,13 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -54,6 +52,9 @@ const (
 	// StateFileName holds the host-owned leader epoch, the log start offset
 	// and a pending truncation (see OpenFileLog).
 	StateFileName = "kmirror-log-state"
+	// RecoveryPointFileName records every rolled segment (base offset, size,
+	// next offset) and the active segment's flush point (see OpenFileLog).
+	RecoveryPointFileName = "kmirror-recovery-point"
 )
 
 // FileLogOptions configures a FileLog. The zero value is valid.
@@ -71,6 +72,11 @@ type FileLogOptions struct {
 	// StartOffset is the log start offset of a log created by this open;
 	// ignored when the directory already holds a log.
 	StartOffset int64
+	// RepairCorruption makes OpenFileLog cut a corrupt log at its first bad
+	// offset instead of failing with a *CorruptSegmentError: the bad
+	// segment keeps its valid prefix and every later segment file is
+	// removed. What was removed is reported by (*FileLog).Discarded.
+	RepairCorruption bool
 }
 
 // Validate checks the options and reports the first invalid field.
@@ -109,35 +115,25 @@ func PartitionDir(root, topic string, partition int32) string {
 	return filepath.Join(root, topic+"-"+strconv.FormatInt(int64(partition), 10))
 }
 
-type indexEntry struct {
-	rel int32 // last offset of the batch at pos, relative to the segment base
-	pos int32
-}
-
-type segment struct {
-	base       int64
-	log, idx   *os.File
-	size       int64
-	index      []indexEntry
-	sinceIndex int64
-	end        int64 // next offset after the last batch; base when empty
-	wbPos      int64 // writeback was started for [0, wbPos) (see startWriteback)
-}
-
 // writebackBytes is how many appended, not yet fsynced bytes of a segment
 // make a FileLog with FsyncOnFlush or FsyncEveryNBytes start their writeback
 // (startWriteback), so the disk writes while the mirror fetches instead of
 // all at the next fsync.
 const writebackBytes = 1 << 20
 
-func segName(base int64, ext string) string { return fmt.Sprintf("%020d%s", base, ext) }
-
 // FileLog is the durable Log: one directory per partition in Kafka's own
 // layout (<base>.log segments holding the raw batches, sparse <base>.index
 // offset indexes, leader-epoch-checkpoint), plus the kmirror-log-state file
 // (text: "0\n<leader epoch>\n<log start offset>\n<pending> <offset>\n", with
-// pending "none", "truncate" or "full"). No .timeindex is written. Safe for
-// concurrent use (one writer, many readers).
+// pending "none", "truncate" or "full") and the kmirror-recovery-point file
+// (text: "0\n<n>\n", then "<base> <size> <next offset>\n" for each of the n
+// rolled segments and for the active segment's flush point). No .timeindex
+// is written. Safe for concurrent use (one writer, many readers).
+//
+// The recovery point is written atomically when a segment is rolled, at
+// Flush and Close when data was fsynced since (by Flush or by the fsync
+// policy), and by truncations. It is Kafka's recovery point made exact:
+// everything below it was fsynced, so OpenFileLog accepts no damage there.
 type FileLog struct {
 	dir  string
 	opts FileLogOptions
@@ -149,21 +145,35 @@ type FileLog struct {
 	unflushed int64
 	closed    bool
 	ckpt      []byte       // last checkpoint written
+	rpData    []byte       // last recovery point written
 	wb        *writebacker // nil unless the policy fsyncs later (see maybeWritebackLocked)
+	failed    error        // set when a truncation stopped half-way (ErrLogFailed)
+	discarded []Discard    // what OpenFileLog removed
 }
 
 var _ Log = (*FileLog)(nil)
 
 // OpenFileLog opens (creating if needed) the log in dir, takes its exclusive
 // lock (an error Is(ErrLocked) when another FileLog holds it) and recovers
-// it: segments are scanned, the last one with full CRC verification (the
-// others were fsynced when rolled and are checked structurally); a torn or
-// corrupt tail is cut, later segments are removed, indexes are rebuilt, the
-// epoch cache and producer state are rebuilt from the batch headers of every
-// segment (the leader-epoch-checkpoint is rewritten when it differs: it is
-// kept for Kafka's tools and may lag what survived a crash), and a truncation
-// interrupted by a crash is redone. Open cost is one header read per batch
-// of the whole log; Truncate rescans the headers the same way.
+// it. Every segment is read and every batch CRC verified. Flushed data is
+// never dropped silently: an invalid batch in a rolled segment or below the
+// active segment's flush point, a segment file the recovery point lists but
+// the directory lacks, a rolled segment whose size or end offset differs
+// from its record (a file cut short), a segment file it does not list, or
+// overlapping segments make Open fail with a *CorruptSegmentError
+// (Is(ErrCorruptLog)) naming the file, the offset and the position, and
+// nothing is modified; FileLogOptions.RepairCorruption cuts there instead.
+// Only a torn tail past the active segment's flush point is cut
+// automatically, as Kafka recovers past its recovery point; both cuts are
+// reported by Discarded. A log written before recovery points existed opens
+// with its last segment recovered this way and the others checked whole.
+//
+// Recovery then rebuilds the indexes, the epoch cache and the producer
+// state from the batches (the leader-epoch-checkpoint is rewritten when it
+// differs: it is kept for Kafka's tools and may lag what survived a crash),
+// redoes a truncation interrupted by a crash and fsyncs the active segment.
+// Open cost is one read of the whole log; Truncate reads every batch header
+// once.
 func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -234,376 +244,6 @@ func (w *writebacker) stop() {
 	<-w.done
 }
 
-type logMeta struct {
-	leaderEpoch int32
-	logStart    int64
-	pending     string // "none", "truncate", "full"
-	pendingOff  int64
-}
-
-func encodeMeta(m logMeta) []byte {
-	return fmt.Appendf(nil, "0\n%d\n%d\n%s %d\n", m.leaderEpoch, m.logStart, m.pending, m.pendingOff)
-}
-
-// ErrCorruptState is returned by OpenFileLog when the kmirror-log-state file
-// cannot be parsed.
-var ErrCorruptState = errors.New("fetcher: corrupt log state file")
-
-func decodeMeta(data []byte) (logMeta, error) {
-	lines := strings.Split(string(data), "\n")
-	if len(lines) != 5 || lines[4] != "" || lines[0] != "0" {
-		return logMeta{}, fmt.Errorf("%w: bad layout", ErrCorruptState)
-	}
-	var m logMeta
-	e, err := strconv.ParseInt(lines[1], 10, 32)
-	if err != nil || e < -1 {
-		return logMeta{}, fmt.Errorf("%w: leader epoch %q", ErrCorruptState, lines[1])
-	}
-	m.leaderEpoch = int32(e)
-	if m.logStart, err = strconv.ParseInt(lines[2], 10, 64); err != nil || m.logStart < 0 {
-		return logMeta{}, fmt.Errorf("%w: log start %q", ErrCorruptState, lines[2])
-	}
-	p, off, ok := strings.Cut(lines[3], " ")
-	if !ok || (p != "none" && p != "truncate" && p != "full") {
-		return logMeta{}, fmt.Errorf("%w: pending %q", ErrCorruptState, lines[3])
-	}
-	m.pending = p
-	if m.pendingOff, err = strconv.ParseInt(off, 10, 64); err != nil {
-		return logMeta{}, fmt.Errorf("%w: pending offset %q", ErrCorruptState, off)
-	}
-	return m, nil
-}
-
-// writeFileAtomic writes name in dir via a temp file, fsync, rename and an
-// fsync of the directory.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("fetcher: write %s: %w", name, err)
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("fetcher: write %s: %w", name, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func (l *FileLog) path(name string) string { return filepath.Join(l.dir, name) }
-
-func (l *FileLog) writeMeta(m logMeta) error {
-	return writeFileAtomic(l.dir, StateFileName, encodeMeta(m))
-}
-
-func (l *FileLog) metaLocked() logMeta {
-	return logMeta{leaderEpoch: l.st.leaderEpoch, logStart: l.st.logStart, pending: "none", pendingOff: -1}
-}
-
-// listSegments returns the base offsets of the <20 digits>.log files.
-func (l *FileLog) listSegments() ([]int64, error) {
-	ents, err := os.ReadDir(l.dir)
-	if err != nil {
-		return nil, fmt.Errorf("fetcher: list %s: %w", l.dir, err)
-	}
-	var bases []int64
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasSuffix(name, ".tmp") {
-			_ = os.Remove(l.path(name))
-			continue
-		}
-		stem, ok := strings.CutSuffix(name, ".log")
-		if !ok || len(stem) != 20 {
-			continue
-		}
-		b, err := strconv.ParseInt(stem, 10, 64)
-		if err != nil || b < 0 {
-			continue
-		}
-		bases = append(bases, b)
-	}
-	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	return bases, nil
-}
-
-func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
-	flag := os.O_RDWR
-	if create {
-		flag |= os.O_CREATE | os.O_EXCL
-	}
-	lf, err := os.OpenFile(l.path(segName(base, ".log")), flag, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("fetcher: open segment: %w", err)
-	}
-	xf, err := os.OpenFile(l.path(segName(base, ".index")), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("fetcher: open index: %w", err)
-	}
-	return &segment{base: base, log: lf, idx: xf, end: base}, nil
-}
-
-func (l *FileLog) newSegmentLocked(base int64) (*segment, error) {
-	_ = os.Remove(l.path(segName(base, ".index")))
-	s, err := l.openSegment(base, true)
-	if err != nil {
-		return nil, err
-	}
-	if err := syncDir(l.dir); err != nil {
-		s.close()
-		return nil, fmt.Errorf("fetcher: sync dir: %w", err)
-	}
-	l.segs = append(l.segs, s)
-	return s, nil
-}
-
-func (s *segment) close() {
-	s.log.Close()
-	s.idx.Close()
-}
-
-func (l *FileLog) removeSegment(s *segment) error {
-	s.close()
-	if err := os.Remove(l.path(segName(s.base, ".log"))); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("fetcher: remove segment: %w", err)
-	}
-	if err := os.Remove(l.path(segName(s.base, ".index"))); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("fetcher: remove index: %w", err)
-	}
-	return nil
-}
-
-// addIndex applies Kafka's sparse index rule to a batch at pos: an entry when
-// more than IndexIntervalBytes were appended since the last one.
-func (s *segment) addIndex(info batchInfo, pos int64, interval int64) bool {
-	added := false
-	if s.sinceIndex > interval {
-		s.index = append(s.index, indexEntry{rel: int32(info.last - s.base), pos: int32(pos)})
-		s.sinceIndex = 0
-		added = true
-	}
-	s.sinceIndex += int64(info.size)
-	return added
-}
-
-func (s *segment) indexBytes() []byte {
-	out := make([]byte, 8*len(s.index))
-	for i, e := range s.index {
-		binary.BigEndian.PutUint32(out[8*i:], uint32(e.rel))
-		binary.BigEndian.PutUint32(out[8*i+4:], uint32(e.pos))
-	}
-	return out
-}
-
-// syncIndexFile makes the index file equal the in-memory index.
-func (s *segment) syncIndexFile() error {
-	want := s.indexBytes()
-	have, err := io.ReadAll(io.NewSectionReader(s.idx, 0, math.MaxInt64))
-	if err != nil {
-		return fmt.Errorf("fetcher: read index: %w", err)
-	}
-	if bytes.Equal(have, want) {
-		return nil
-	}
-	if err := s.idx.Truncate(0); err != nil {
-		return fmt.Errorf("fetcher: rewrite index: %w", err)
-	}
-	if _, err := s.idx.WriteAt(want, 0); err != nil {
-		return fmt.Errorf("fetcher: rewrite index: %w", err)
-	}
-	return nil
-}
-
-// scan reads the segment's batches from position 0, rebuilding its index and
-// end offset and calling fn for each valid batch. Batches must start at or
-// after lower. verify checks every CRC; otherwise only headers are read (and
-// control batches whole). It returns cut=true when it stopped before the end
-// of the file on a torn or invalid batch; s.size is then the valid prefix.
-func (s *segment) scan(lower int64, verify bool, interval int64, fn func(batchInfo)) (cut bool, err error) {
-	fi, err := s.log.Stat()
-	if err != nil {
-		return false, fmt.Errorf("fetcher: stat segment: %w", err)
-	}
-	total := fi.Size()
-	s.index, s.sinceIndex, s.end = s.index[:0], 0, s.base
-	lower = max(lower, s.base)
-	hdr := make([]byte, records.HeaderSize)
-	var buf []byte
-	var pos int64
-	defer func() { s.size, s.wbPos = pos, pos }()
-	for pos < total {
-		if total-pos < records.HeaderSize {
-			return true, nil
-		}
-		if _, err := s.log.ReadAt(hdr, pos); err != nil {
-			return false, fmt.Errorf("fetcher: read segment: %w", err)
-		}
-		info := headerInfo(hdr)
-		if hdr[16] != 2 || info.size < records.HeaderSize || int64(info.size) > total-pos ||
-			info.base < lower || info.last < info.base || info.last-s.base > math.MaxInt32 {
-			return true, nil
-		}
-		if verify || info.control {
-			if cap(buf) < info.size {
-				buf = make([]byte, info.size)
-			}
-			buf = buf[:info.size]
-			if _, err := s.log.ReadAt(buf, pos); err != nil {
-				return false, fmt.Errorf("fetcher: read segment: %w", err)
-			}
-			full, err := checkBatch(buf)
-			if err != nil {
-				return true, nil
-			}
-			info = full
-		}
-		info.pos = int(pos)
-		s.addIndex(info, pos, interval)
-		fn(info)
-		pos += int64(info.size)
-		lower = info.next()
-		s.end = info.next()
-	}
-	return false, nil
-}
-
-func (l *FileLog) recover() error {
-	meta := logMeta{leaderEpoch: -1, logStart: -1, pending: "none", pendingOff: -1}
-	data, err := os.ReadFile(l.path(StateFileName))
-	haveMeta := err == nil
-	switch {
-	case err == nil:
-		if meta, err = decodeMeta(data); err != nil {
-			return err
-		}
-	case errors.Is(err, os.ErrNotExist):
-	default:
-		return fmt.Errorf("fetcher: read state: %w", err)
-	}
-	bases, err := l.listSegments()
-	if err != nil {
-		return err
-	}
-	if meta.pending == "full" {
-		for _, b := range bases {
-			_ = os.Remove(l.path(segName(b, ".log")))
-			_ = os.Remove(l.path(segName(b, ".index")))
-		}
-		bases = nil
-		meta.logStart = meta.pendingOff
-	}
-	if meta.logStart < 0 {
-		meta.logStart = l.opts.StartOffset
-		if len(bases) > 0 {
-			meta.logStart = bases[0]
-		}
-	}
-	l.st = newLogState(meta.logStart)
-	l.st.leaderEpoch = meta.leaderEpoch
-	if len(bases) == 0 {
-		if _, err := l.newSegmentLocked(meta.logStart); err != nil {
-			return err
-		}
-	}
-	for _, b := range bases {
-		s, err := l.openSegment(b, false)
-		if err != nil {
-			return err
-		}
-		l.segs = append(l.segs, s)
-	}
-	if err := l.scanAllLocked(true); err != nil {
-		return err
-	}
-	// The epoch cache is the one the batches give (scanAllLocked assigned
-	// every batch's epoch, as Kafka does on append): the batches are the
-	// truth, and the checkpoint, written for Kafka's tools, may be behind or
-	// ahead of what survived a crash. It is rewritten below if it differs.
-	l.st.hw = l.st.logEnd
-	if meta.pending == "truncate" {
-		if err := l.truncateLocked(meta.pendingOff); err != nil {
-			return err
-		}
-	}
-	if data, err := os.ReadFile(l.path(CheckpointFileName)); err == nil {
-		l.ckpt = data
-	}
-	if err := l.writeCheckpointLocked(); err != nil {
-		return err
-	}
-	want := l.metaLocked()
-	if !haveMeta || meta != want {
-		return l.writeMeta(want)
-	}
-	return nil
-}
-
-// scanAllLocked rescans every segment, rebuilding indexes, producer state,
-// the batch-derived epoch cache and the log end. verifyLast verifies the CRCs
-// of the last segment. The first invalid batch cuts the log there: the file is
-// truncated and later segments are removed.
-func (l *FileLog) scanAllLocked(verifyLast bool) error {
-	start, le := l.st.logStart, l.st.leaderEpoch
-	l.st = newLogState(start)
-	l.st.leaderEpoch = le
-	lower := int64(0)
-	for i := 0; i < len(l.segs); i++ {
-		s := l.segs[i]
-		cut, err := s.scan(lower, verifyLast && i == len(l.segs)-1, l.opts.IndexIntervalBytes, l.st.apply)
-		if err != nil {
-			return err
-		}
-		if !cut && i < len(l.segs)-1 && l.segs[i+1].base < s.end {
-			cut = true // the next segment overlaps this one: keep this one
-		}
-		if cut {
-			if err := s.log.Truncate(s.size); err != nil {
-				return fmt.Errorf("fetcher: cut segment: %w", err)
-			}
-			if err := s.log.Sync(); err != nil {
-				return fmt.Errorf("fetcher: sync segment: %w", err)
-			}
-			for _, later := range l.segs[i+1:] {
-				if err := l.removeSegment(later); err != nil {
-					return err
-				}
-			}
-			l.segs = l.segs[:i+1]
-		}
-		if err := s.syncIndexFile(); err != nil {
-			return err
-		}
-		lower = s.end
-	}
-	last := l.segs[len(l.segs)-1]
-	l.st.logEnd = max(last.end, l.st.logStart)
-	l.st.hw = l.st.logEnd
-	return nil
-}
-
 func (l *FileLog) writeCheckpointLocked() error {
 	data := epoch.EncodeCheckpoint(l.st.epochs.Entries())
 	if bytes.Equal(data, l.ckpt) {
@@ -624,7 +264,9 @@ func (l *FileLog) fits(s *segment, size int64, b batchInfo) bool {
 		(size == 0 || size+int64(b.size) <= l.opts.SegmentBytes)
 }
 
-// rollLocked fsyncs the active segment and starts a new one at base.
+// rollLocked fsyncs the active segment and starts a new one at base. The
+// recovery point recording the rolled segment is written before the new
+// file exists (an empty active segment found missing is created again).
 func (l *FileLog) rollLocked(base int64) error {
 	old := l.active()
 	if err := old.log.Sync(); err != nil {
@@ -633,7 +275,14 @@ func (l *FileLog) rollLocked(base int64) error {
 	if err := old.idx.Sync(); err != nil {
 		return fmt.Errorf("fetcher: sync index: %w", err)
 	}
+	old.synced, old.syncedEnd = old.size, old.end
 	l.unflushed = 0
+	rp := l.recoveryPointLocked()
+	rp.rolled = append(rp.rolled, segMark{old.base, old.size, old.end})
+	rp.active = segMark{base, 0, base}
+	if err := l.writeRecoveryPoint(rp); err != nil {
+		return err
+	}
 	_, err := l.newSegmentLocked(base)
 	return err
 }
@@ -713,9 +362,11 @@ func (l *FileLog) maybeWritebackLocked(s *segment) {
 }
 
 func (l *FileLog) syncDataLocked() error {
-	if err := l.active().log.Sync(); err != nil {
+	a := l.active()
+	if err := a.log.Sync(); err != nil {
 		return fmt.Errorf("fetcher: fsync: %w", err)
 	}
+	a.synced, a.syncedEnd = a.size, l.st.logEnd
 	l.unflushed = 0
 	return nil
 }
@@ -730,8 +381,8 @@ func (l *FileLog) appendPreverified(batches []byte) error { return l.appendCheck
 func (l *FileLog) appendChecked(batches []byte, verifyCRC bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
+	if err := l.usableLocked(); err != nil {
+		return err
 	}
 	infos, err := splitBatchesCRC(batches, l.st.logEnd, verifyCRC)
 	if err != nil {
@@ -744,8 +395,8 @@ func (l *FileLog) appendChecked(batches []byte, verifyCRC bool) error {
 func (l *FileLog) AppendAsLeader(batch []byte) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return 0, ErrClosed
+	if err := l.usableLocked(); err != nil {
+		return 0, err
 	}
 	base := l.st.logEnd
 	stamped, err := l.st.stampLeader(batch)
@@ -757,149 +408,6 @@ func (l *FileLog) AppendAsLeader(batch []byte) (int64, error) {
 		return 0, err
 	}
 	return base, l.appendLocked(stamped, infos)
-}
-
-// Truncate implements Log. The truncation is recorded in the state file
-// first, so a crash in the middle is completed by the next open.
-func (l *FileLog) Truncate(offset int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
-	if err := checkOffset(offset); err != nil {
-		return err
-	}
-	if offset >= l.st.logEnd {
-		return nil
-	}
-	if offset <= l.st.logStart {
-		return l.truncateFullyLocked(offset)
-	}
-	m := l.metaLocked()
-	m.pending, m.pendingOff = "truncate", offset
-	if err := l.writeMeta(m); err != nil {
-		return err
-	}
-	if err := l.truncateLocked(offset); err != nil {
-		return err
-	}
-	if err := l.writeCheckpointLocked(); err != nil {
-		return err
-	}
-	return l.writeMeta(l.metaLocked())
-}
-
-// truncateLocked removes the batches with base >= offset (logStart < offset <
-// logEnd, or a no-op). It does not touch the state file.
-func (l *FileLog) truncateLocked(offset int64) error {
-	if offset >= l.st.logEnd || offset <= l.st.logStart {
-		return nil
-	}
-	for len(l.segs) > 1 && l.active().base >= offset {
-		if err := l.removeSegment(l.active()); err != nil {
-			return err
-		}
-		l.segs = l.segs[:len(l.segs)-1]
-	}
-	s := l.active()
-	cutPos, err := l.firstPosAtOrAfter(s, offset)
-	if err != nil {
-		return err
-	}
-	if cutPos < s.size {
-		if err := s.log.Truncate(cutPos); err != nil {
-			return fmt.Errorf("fetcher: truncate segment: %w", err)
-		}
-		if err := s.log.Sync(); err != nil {
-			return fmt.Errorf("fetcher: sync segment: %w", err)
-		}
-	}
-	epochs, hw := l.st.epochs, l.st.hw
-	if err := l.scanAllLocked(false); err != nil {
-		return err
-	}
-	newEnd := max(offset, l.st.logEnd)
-	if newEnd > l.active().end {
-		if _, err := l.newSegmentLocked(newEnd); err != nil {
-			return err
-		}
-		l.active().end = newEnd
-	}
-	l.st.logEnd = newEnd
-	epochs.TruncateFromEnd(newEnd)
-	l.st.epochs = epochs
-	l.st.hw = min(hw, newEnd)
-	return nil
-}
-
-// firstPosAtOrAfter returns the position of the first batch of s with base >=
-// offset (s.size when none).
-func (l *FileLog) firstPosAtOrAfter(s *segment, offset int64) (int64, error) {
-	pos, _, err := l.locate(s, offset-1, func(b batchInfo) bool { return b.base >= offset })
-	return pos, err
-}
-
-// locate starts at the index entry for target and scans headers until stop
-// returns true for a batch; it returns that batch's position (s.size when no
-// batch matches) and header.
-func (l *FileLog) locate(s *segment, target int64, stop func(batchInfo) bool) (int64, batchInfo, error) {
-	var pos int64
-	i := sort.Search(len(s.index), func(i int) bool { return s.base+int64(s.index[i].rel) > target })
-	if i > 0 {
-		pos = int64(s.index[i-1].pos)
-	}
-	hdr := make([]byte, records.HeaderSize)
-	for pos+records.HeaderSize <= s.size {
-		if _, err := s.log.ReadAt(hdr, pos); err != nil {
-			return 0, batchInfo{}, fmt.Errorf("fetcher: read segment: %w", err)
-		}
-		b := headerInfo(hdr)
-		if b.size < records.HeaderSize {
-			return 0, batchInfo{}, fmt.Errorf("fetcher: segment %d corrupt at %d: %w", s.base, pos, records.ErrCorrupt)
-		}
-		if stop(b) {
-			return pos, b, nil
-		}
-		pos += int64(b.size)
-	}
-	return s.size, batchInfo{}, nil
-}
-
-// TruncateFullyAndStartAt implements Log.
-func (l *FileLog) TruncateFullyAndStartAt(offset int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
-	}
-	if err := checkOffset(offset); err != nil {
-		return err
-	}
-	return l.truncateFullyLocked(offset)
-}
-
-func (l *FileLog) truncateFullyLocked(offset int64) error {
-	m := l.metaLocked()
-	m.logStart, m.pending, m.pendingOff = offset, "full", offset
-	if err := l.writeMeta(m); err != nil {
-		return err
-	}
-	for _, s := range l.segs {
-		if err := l.removeSegment(s); err != nil {
-			return err
-		}
-	}
-	l.segs = nil
-	l.unflushed = 0
-	l.st.resetTo(offset)
-	if _, err := l.newSegmentLocked(offset); err != nil {
-		return err
-	}
-	if err := l.writeCheckpointLocked(); err != nil {
-		return err
-	}
-	return l.writeMeta(l.metaLocked())
 }
 
 // LogStartOffset implements Log.
@@ -1021,8 +529,8 @@ func (l *FileLog) LeaderEpoch() int32 {
 func (l *FileLog) BumpLeaderEpoch(min int32) (int32, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return 0, ErrClosed
+	if err := l.usableLocked(); err != nil {
+		return 0, err
 	}
 	e, err := bumpEpoch(l.st.leaderEpoch, min)
 	if err != nil {
@@ -1038,12 +546,13 @@ func (l *FileLog) BumpLeaderEpoch(min int32) (int32, error) {
 }
 
 // Flush implements Log: it fsyncs the active segment (unless the policy is
-// FsyncNever) and writes the leader-epoch checkpoint if it changed.
+// FsyncNever), then writes the recovery point (the new flush point) and the
+// leader-epoch checkpoint if they changed.
 func (l *FileLog) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return ErrClosed
+	if err := l.usableLocked(); err != nil {
+		return err
 	}
 	return l.flushLocked()
 }
@@ -1054,11 +563,15 @@ func (l *FileLog) flushLocked() error {
 			return err
 		}
 	}
+	if err := l.writeRecoveryPoint(l.recoveryPointLocked()); err != nil {
+		return err
+	}
 	return l.writeCheckpointLocked()
 }
 
 // Close implements Log: it flushes (as Flush), closes the files and releases
-// the lock.
+// the lock. After a truncation failed half-way (ErrLogFailed) it writes
+// nothing and returns that failure.
 func (l *FileLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -1068,6 +581,10 @@ func (l *FileLog) Close() error {
 	l.closed = true
 	if l.wb != nil {
 		l.wb.stop()
+	}
+	if l.failed != nil {
+		l.closeFiles()
+		return l.failed
 	}
 	err := l.flushLocked()
 	if err == nil {

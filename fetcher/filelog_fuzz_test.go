@@ -11,36 +11,54 @@ import (
 	"github.com/kmirror/kmirror/records"
 )
 
-// FuzzFileLogRecover writes arbitrary bytes as the only segment of a log:
-// opening never panics nor fails, and the recovered log is a prefix of the
-// bytes made of whole CRC-valid batches, stable across a reopen, that accepts
-// an append at its end.
+// FuzzFileLogRecover writes arbitrary bytes as the only segment of a log,
+// with a recovery point claiming its first flushed bytes were fsynced
+// (flushed 0 is a log without a claim). Opening never panics; it either
+// fails with an error Is(ErrCorruptLog) and leaves the directory unchanged,
+// or recovers a prefix of the bytes made of whole CRC-valid batches that
+// holds every flushed byte, stable across a reopen, that accepts an append at
+// its end.
 func FuzzFileLogRecover(f *testing.F) {
 	var seq []byte
 	for i := int64(0); i < 6; i++ {
 		seq = append(seq, dataBatch(f, i*3, int32(i/2), 3)...)
 	}
 	txn := cat(dataBatch(f, 0, 0, 2), txnBatch(f, 2, 1, 9, 0, 2), ctrlBatch(4, 1, 9, 0, records.ControlAbort), ctrlBatch(5, 2, -1, -1, records.ControlMirrorPIDReset))
-	f.Add(seq)
-	f.Add(txn)
-	f.Add(seq[:len(seq)-10])
-	f.Add(seq[:records.HeaderSize+3])
-	f.Add([]byte{})
-	f.Add([]byte("garbage"))
+	f.Add(seq, uint16(0))
+	f.Add(seq, uint16(len(seq)))
+	f.Add(seq, uint16(len(seq)/2))
+	f.Add(txn, uint16(0))
+	f.Add(seq[:len(seq)-10], uint16(0))
+	f.Add(seq[:len(seq)-10], uint16(len(seq)))
+	f.Add(seq[:records.HeaderSize+3], uint16(0))
+	f.Add([]byte{}, uint16(0))
+	f.Add([]byte("garbage"), uint16(3))
 	flipped := bytes.Clone(seq)
 	flipped[len(flipped)/2] ^= 1
-	f.Add(flipped)
+	f.Add(flipped, uint16(0))
+	f.Add(flipped, uint16(len(seq)))
 	gap := cat(dataBatch(f, 0, 0, 2), dataBatch(f, 100, 1, 2), dataBatch(f, 50, 1, 2))
-	f.Add(gap)
-	f.Add(append(bytes.Clone(txn), make([]byte, 100)...))
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Add(gap, uint16(0))
+	f.Add(append(bytes.Clone(txn), make([]byte, 100)...), uint16(len(txn)))
+	f.Fuzz(func(t *testing.T, data []byte, flushed uint16) {
 		dir := fuzzDir(t)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, segName(0, ".log")), data, 0o644))
+		claim := int(flushed)
+		if claim > 0 {
+			rp := encodeRecoveryPoint(recoveryPoint{active: segMark{0, int64(claim), 0}})
+			require.NoError(t, os.WriteFile(filepath.Join(dir, RecoveryPointFileName), rp, 0o644))
+		}
+		before := dirContents(t, dir)
 		opts := FileLogOptions{IndexIntervalBytes: 64, Fsync: FsyncNever}
 		l, err := OpenFileLog(dir, opts)
-		require.NoError(t, err)
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorruptLog)
+			require.Equal(t, before, dirContents(t, dir), "a refused open modifies nothing")
+			return
+		}
 		got := readAll(t, l)
 		require.True(t, bytes.HasPrefix(data, got), "recovered log is not a prefix")
+		require.GreaterOrEqual(t, len(got), claim, "flushed bytes were dropped")
 		it := records.NewIterator(got)
 		var end int64
 		for it.Next() {

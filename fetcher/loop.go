@@ -501,19 +501,23 @@ func (f *Fetcher) launch(fs *flights, leader int32, ready []*partState, reqs []F
 	go f.fly(fs.gen, fs.arrived, fl)
 }
 
-// fly sends fl's Fetch and hands the answer to the loop, first sending the
-// chained fetch when fl may chain and the answer is plain data.
+// fly sends fl's Fetch and hands the answer to the loop; when fl may chain
+// and the answer is plain data, it creates the chained fetch first and then
+// sends it, and so on: one goroutine runs a whole chain, in a loop (its stack
+// stays flat however long the chain).
 func (f *Fetcher) fly(ctx context.Context, arrived chan<- *flight, fl *flight) {
-	fl.res, fl.err = f.src.Fetch(ctx, fl.reqs)
-	if fl.err == nil && ctx.Err() == nil && fl.mayChain.Load() && len(fl.res) == len(fl.reqs) {
-		if spec := speculate(fl.reqs, fl.res); spec != nil {
-			fl.next = &flight{leader: fl.leader, parts: fl.parts, reqs: spec}
+	for fl != nil {
+		fl.res, fl.err = f.src.Fetch(ctx, fl.reqs)
+		if fl.err == nil && ctx.Err() == nil && fl.mayChain.Load() && len(fl.res) == len(fl.reqs) {
+			if spec := speculate(fl.reqs, fl.res); spec != nil {
+				fl.next = &flight{leader: fl.leader, parts: fl.parts, reqs: spec}
+			}
 		}
-	}
-	arrived <- fl
-	if fl.next != nil {
-		// Sent after fl reached the loop, so the loop always sees fl first.
-		f.fly(ctx, arrived, fl.next)
+		next := fl.next // read before the loop owns fl
+		arrived <- fl
+		// The chained fetch is sent after fl reached the loop, so the loop
+		// always sees fl first.
+		fl = next
 	}
 }
 
