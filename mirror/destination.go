@@ -71,6 +71,19 @@ type Destination interface {
 	Close() error
 }
 
+// ReplicaWaiter is optionally implemented by a Destination whose partitions have
+// follower replicas. PREPARING and ULE_LOG_TRUNCATION call it after truncating the
+// leader's log and before the fetcher starts, so no replica keeps a stale tail while new
+// data arrives (spec §6.3 step 6, §7.4). A Destination without it (LocalDestination: one
+// replica) counts as converged at once.
+type ReplicaWaiter interface {
+	// WaitReplicas returns once the replicas of the partition have caught up with the
+	// leader at offset (-1: the leader's current log end), with no entry beyond it: the
+	// ISR, or every assigned replica when all is true (the partition or its mirror sets
+	// mirror.support.unclean.leader.election). It returns ctx.Err() when ctx ends first.
+	WaitReplicas(ctx context.Context, topic string, partition int32, offset int64, all bool) error
+}
+
 // GroupOffsets is optionally implemented by a Destination that stores consumer-group
 // offsets, for the offset sync of spec §17.
 type GroupOffsets interface {

@@ -588,11 +588,32 @@ func (r *reconciler) do(a statemachine.Action) error {
 	case statemachine.SetReadOnly:
 		return r.m.dest.SetReadOnly(r.topic, r.partition, true)
 	case statemachine.WaitReplicas:
-		return nil // single replica: converged as soon as the leader log is
+		return r.waitReplicas(a)
 	case statemachine.Fail:
 		return nil // the reason was stored with the FAILED state
 	}
 	return fmt.Errorf("mirror: unknown action %s", a)
+}
+
+// waitReplicas waits for the destination's replicas (ReplicaWaiter), all of them when
+// the action asks or the mirror supports unclean leader election.
+func (r *reconciler) waitReplicas(a statemachine.WaitReplicas) error {
+	rw, ok := r.m.dest.(ReplicaWaiter)
+	if !ok {
+		return nil // a single replica converges with the leader log itself
+	}
+	all := a.AllReplicas
+	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
+		all = true
+	}
+	off := a.Offset
+	if off < 0 {
+		off = r.log.LogEndOffset()
+	}
+	if err := rw.WaitReplicas(r.ctx, r.topic, r.partition, off, all); err != nil {
+		return fmt.Errorf("wait for the replicas at offset %d: %w", off, err)
+	}
+	return nil
 }
 
 func (r *reconciler) startFetcher() error {

@@ -365,3 +365,68 @@ func TestPreparingRetriesAnUnreachablePeer(t *testing.T) {
 	require.False(t, transient(fmt.Errorf("x: %w", ErrMirrorLoop)))
 	require.False(t, transient(admin.CodeClusterAuthorizationFailed.Err()))
 }
+
+// laggingReplicas is a destination whose followers catch up only when released.
+type laggingReplicas struct {
+	*LocalDestination
+	mu      sync.Mutex
+	waits   []string
+	entered chan struct{} // closed at the first wait
+	release chan struct{}
+}
+
+func (d *laggingReplicas) WaitReplicas(ctx context.Context, topic string, partition int32, offset int64, all bool) error {
+	d.mu.Lock()
+	d.waits = append(d.waits, fmt.Sprintf("%s-%d@%d all=%t", topic, partition, offset, all))
+	if len(d.waits) == 1 {
+		close(d.entered)
+	}
+	d.mu.Unlock()
+	select {
+	case <-d.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestPreparingWaitsForReplicas: PREPARING does not start the fetcher before the
+// destination's replicas converged at the truncation point; with
+// mirror.support.unclean.leader.election every replica is waited for.
+func TestPreparingWaitsForReplicas(t *testing.T) {
+	for _, ule := range []bool{false, true} {
+		t.Run(fmt.Sprint("ule=", ule), func(t *testing.T) {
+			ctx := testCtx(t)
+			w := newWorld()
+			a := w.newSite(t, "a")
+			createTopic(t, a, "t", id(9), 1)
+			appendBatch(t, a.log(t, "t", 0), 0, 3, "x")
+			b := w.newSite(t, "b")
+			lag := &laggingReplicas{LocalDestination: NewMemoryDestination("b2", fetcher.MemoryLogOptions{}), entered: make(chan struct{}), release: make(chan struct{})}
+			m, err := New(Config{Destination: lag, SyncInterval: -1, FetchIdleWait: time.Millisecond},
+				WithSourceFactory(b.m.opts.sources), WithPeerFactory(b.m.opts.peers))
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, m.Close()) })
+			cfg := bootstrap(a)
+			cfg[KeyUncleanLeaderElection] = fmt.Sprint(ule)
+			require.NoError(t, m.CreateClusterMirror(ctx, "from-a", cfg))
+			mustOK(t)(m.StartMirrorTopics(ctx, "from-a", []string{"t"}, StartOptions{}))
+			select {
+			case <-lag.entered:
+			case <-ctx.Done():
+				t.Fatal("PREPARING never waited for the replicas")
+			}
+			require.Equal(t, statemachine.Preparing, describeOn(t, m, "from-a", "t", 0).State)
+			l, err := lag.Log("t", 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(0), l.LogEndOffset(), "nothing fetched while the replicas lag")
+			lag.mu.Lock()
+			require.Equal(t, []string{fmt.Sprintf("t-0@0 all=%t", ule)}, lag.waits)
+			lag.mu.Unlock()
+			close(lag.release)
+			waitCond(t, ctx, m, "mirroring and caught up", func() bool {
+				return describeOn(t, m, "from-a", "t", 0).State == statemachine.Mirroring && l.LogEndOffset() == 3
+			})
+		})
+	}
+}
