@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // File names inside a log directory.
@@ -135,4 +136,25 @@ func parseSegName(name, ext string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(digits, 10, 64)
 	return n, err == nil
+}
+
+// LockDir creates dir when missing and takes an exclusive flock on dir/name (LOCK_EX |
+// LOCK_NB), held until the returned file is closed. Another holder, in this process
+// or another, makes it fail at once with an error wrapping locked.
+func LockDir(dir, name string, locked error) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("statelog: create %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("statelog: open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is in use by another process or store", locked, dir)
+		}
+		return nil, fmt.Errorf("statelog: lock %s: %w", dir, err)
+	}
+	return f, nil
 }
