@@ -159,3 +159,103 @@ func cpuTime() time.Duration {
 func reportCPU(b *testing.B, start time.Duration, ops int) {
 	b.ReportMetric(float64(cpuTime()-start)/float64(ops), "cpu-ns/op")
 }
+
+// BenchmarkLoadFile measures opening a FileStore and loading (recovery scan and
+// replay into a shard) 1,000,000 state records of 50,000 keys from one partition log,
+// never compacted (the worst case: every superseded record is replayed too).
+func BenchmarkLoadFile(b *testing.B) {
+	const n, per = 1_000_000, 1000
+	dir := b.TempDir()
+	fs, err := NewFileStore(dir, FileStoreOptions{NumPartitions: 1, CompactMinRecords: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fs.Load(ctx, 0, 1, func(records.StateRecord) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]records.StateRecord, per)
+	for i := 0; i < n; i += per {
+		for j := range batch {
+			k := i + j
+			batch[j] = stateRec(fmt.Sprintf("m%d", k%10), int32(k%50_000), statemachine.Mirroring, int32(k))
+		}
+		if err := fs.Append(ctx, 0, 1, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := fs.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	defer func() { reportCPU(b, cpu, b.N) }()
+	for i := int32(0); b.Loop(); i++ {
+		fs, err := NewFileStore(dir, FileStoreOptions{NumPartitions: 1, CompactMinRecords: 1 << 40})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := NewShard()
+		if err := fs.Load(ctx, 0, 1, s.Replay); err != nil {
+			b.Fatal(err)
+		}
+		if s.Len() != 50_000 {
+			b.Fatal(s.Len())
+		}
+		if err := fs.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/load")
+}
+
+// BenchmarkWriteFile measures WriteMirrorStates throughput through the runtime and a
+// FileStore (an fsync per batched append), with 64 concurrent writers on one state
+// partition as BenchmarkWriteKafka, and with the writers spread over 50 partitions.
+// The writes/s metric counts partition writes.
+func BenchmarkWriteFile(b *testing.B) {
+	for _, parts := range []int32{1, 50} {
+		for _, perRequest := range []int{1, 16} {
+			b.Run(fmt.Sprintf("partitions=%d/perRequest=%d", parts, perRequest), func(b *testing.B) {
+				fs := newFileStore(b, b.TempDir(), parts)
+				r := newRuntime(b, Config{NumPartitions: parts, AppendLinger: 2 * time.Millisecond, MaxBatchRecords: 5000}, fs)
+				loadAllParts(b, r, 1)
+				benchWrites(b, r, perRequest)
+			})
+		}
+	}
+}
+
+// benchWrites runs b.N partition writes through r from 64 writers, each request for
+// its own mirror (so that the requests spread over the state partitions).
+func benchWrites(b *testing.B, r *Runtime, perRequest int) {
+	const writers = 64
+	ctx := context.Background()
+	per := (b.N/perRequest)/writers + 1
+	b.ResetTimer()
+	start := time.Now()
+	cpu := cpuTime()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				req := WriteRequest{MirrorName: fmt.Sprintf("m%d", w)}
+				for j := range perRequest {
+					req.Partitions = append(req.Partitions, wp(int32((w*per+i)*perRequest+j), statemachine.Preparing, 1, -1))
+				}
+				wr, err := r.WriteMirrorStates(ctx, req)
+				if err != nil || wr.Partitions[0].ErrorCode != admin.CodeNone {
+					b.Error(err, wr.Partitions[0])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(per*writers*perRequest)/time.Since(start).Seconds(), "writes/s")
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(per*writers*perRequest), "cpu-ns/write")
+}

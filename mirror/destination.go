@@ -103,7 +103,8 @@ type GroupOffsets interface {
 // NewMemoryDestination it keeps everything in memory on MemoryLogs, for tests and
 // simulations.
 type LocalDestination struct {
-	root      string // "" for a memory destination
+	root      string   // "" for a memory destination
+	rootLock  *os.File // lock of a file destination's root (destination_lock.go)
 	clusterID string
 	openLog   func(topic string, partition int32) (fetcher.Log, error)
 
@@ -134,14 +135,25 @@ const (
 
 // OpenFileDestination opens (creating when needed) a file destination rooted at root.
 // clusterID identifies this destination cluster.
-func OpenFileDestination(root, clusterID string, opts fetcher.FileLogOptions) (*LocalDestination, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("mirror: destination root: %w", err)
+//
+// The root is locked for the life of the destination (until Close): a second open of
+// the same root, from this process or another, fails at once with an error matching
+// ErrDestinationLocked (and fetcher.ErrLocked). A root that cannot be written fails with
+// an *UnwritableRootError, which matches fs.ErrPermission.
+func OpenFileDestination(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDestination, err error) {
+	lock, err := lockRoot(root)
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
 	d := newLocalDestination(clusterID, func(topic string, partition int32) (fetcher.Log, error) {
 		return fetcher.OpenFileLog(fetcher.PartitionDir(root, topic, partition), opts)
 	})
-	d.root = root
+	d.root, d.rootLock = root, lock
 	if err := readJSON(filepath.Join(root, topicsFile), &d.meta); err != nil {
 		return nil, err
 	}
@@ -423,7 +435,8 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[TopicPartitio
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
-// Close implements Destination: it closes every open log.
+// Close implements Destination: it closes every open log, then releases the root's
+// lock of a file destination.
 func (d *LocalDestination) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -436,6 +449,9 @@ func (d *LocalDestination) Close() error {
 		if err := l.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if d.rootLock != nil {
+		errs = append(errs, d.rootLock.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -32,6 +32,7 @@ type Mirror struct {
 	ctrl  *Controller
 	coord *coordinator.Runtime
 	store coordinator.Store
+	owned []io.Closer // the default stores New opened (defaults.go), closed by Close
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -74,11 +75,9 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 	if o.peers == nil {
 		o.peers = DefaultPeerFactory
 	}
-	if cfg.ControllerLog == nil {
-		cfg.ControllerLog = &MemoryControllerLog{}
-	}
-	if cfg.Store == nil {
-		cfg.Store = coordinator.NewMemoryStore()
+	owned, err := openDefaultStores(&cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.FetchersPerMirror == 0 {
 		cfg.FetchersPerMirror = DefaultFetchersPerMirror
@@ -91,15 +90,15 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 	ctrl, err := OpenController(ctx, cfg.ControllerLog)
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, errors.Join(err, closeAll(owned))
 	}
 	coord, err := coordinator.New(cfg.Coordinator, cfg.Store)
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, errors.Join(err, closeAll(owned))
 	}
 	m := &Mirror{
-		cfg: cfg, opts: o, log: o.logger, dest: cfg.Destination, ctrl: ctrl, coord: coord, store: cfg.Store,
+		cfg: cfg, opts: o, log: o.logger, dest: cfg.Destination, ctrl: ctrl, coord: coord, store: cfg.Store, owned: owned,
 		ctx: ctx, cancel: cancel, mirrors: map[string]*mirrorRuntime{}, parts: map[TopicPartition]*reconciler{},
 		changeCh: make(chan struct{}),
 	}
@@ -141,8 +140,9 @@ func (m *Mirror) Destination() Destination { return m.dest }
 func (m *Mirror) ClusterID() string { return m.dest.ClusterID() }
 
 // Close stops every reconciler, fetcher, sync loop and source the Mirror started, closes
-// the coordinator runtime and waits for every goroutine. It does not close the
-// Destination, the ControllerLog or the Store. A second Close returns ErrClosed.
+// the coordinator runtime and waits for every goroutine, then closes the default state
+// stores New opened. It does not close the Destination, nor a ControllerLog or Store the
+// host passed. A second Close returns ErrClosed.
 func (m *Mirror) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -168,7 +168,7 @@ func (m *Mirror) Close() error {
 	for _, mr := range mirrors {
 		errs = append(errs, mr.close())
 	}
-	errs = append(errs, m.coord.Close())
+	errs = append(errs, m.coord.Close(), closeAll(m.owned))
 	return errors.Join(errs...)
 }
 

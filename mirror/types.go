@@ -31,12 +31,16 @@ type Config struct {
 	// Destination is the local (destination) cluster: its topics and partition logs.
 	// Required. The Mirror does not close it.
 	Destination Destination
-	// ControllerLog stores mirror definitions and desired topic states. Default: a new
-	// in-memory MemoryControllerLog (state is lost on restart). The Mirror does not
-	// close it.
+	// ControllerLog stores mirror definitions and desired topic states. Default, for a
+	// file destination (one with a Root: OpenFileDestination): a FileControllerLog in
+	// <root>/__mirror_controller, durable, which the Mirror closes; for a memory
+	// destination a new MemoryControllerLog (lost on restart). A log the host passes
+	// (KafkaControllerLog, MemoryControllerLog) is not closed by the Mirror.
 	ControllerLog ControllerLog
-	// Store persists the actual partition states (__mirror_state). Default: a new
-	// coordinator.MemoryStore. The Mirror does not close it.
+	// Store persists the actual partition states (__mirror_state). Default, for a file
+	// destination: a coordinator.FileStore in <root>/__mirror_state, durable, which the
+	// Mirror closes; for a memory destination a new coordinator.MemoryStore. A store
+	// the host passes (KafkaStore, MemoryStore) is not closed by the Mirror.
 	Store coordinator.Store
 	// Coordinator configures the coordinator runtime (partition count, linger, ...).
 	Coordinator coordinator.Config
