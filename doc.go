@@ -43,8 +43,10 @@
 // the last mirror epoch (LME) on the other side and truncates the local log after it;
 // MIRRORING runs the fetch loop, which truncates on DivergingEpoch, restarts from the
 // source log start on OFFSET_OUT_OF_RANGE and reports EPOCH_FENCING when a batch carries
-// a leader epoch above the destination's; STOPPING removes the fetcher, bumps the leader
-// epoch, truncates to the last stable offset, persists the LME and appends a
-// MIRROR_PID_RESET barrier, after which the partition is STOPPED and writable. One
-// partition's failure moves that partition alone to FAILED.
+// a leader epoch above the destination's; STOPPING removes the fetcher, persists the
+// LME, bumps the leader epoch, aborts every open transaction with an ABORT marker and
+// appends a MIRROR_PID_RESET barrier, after which the partition is STOPPED and writable
+// (every committed record kept, LSO = HW). Until then client writes, which go through
+// Destination.Produce, are refused with READ_ONLY_TOPIC. One partition's failure moves
+// that partition alone to FAILED.
 package kmirror
