@@ -315,7 +315,7 @@ func TestAPIVersions(t *testing.T) {
 			require.Equal(t, a.MinVersion, k.MinVersion)
 			require.Equal(t, a.MaxVersion, k.MaxVersion)
 		}
-		want := []int16{apiVersionsKey, 94, 95, 96, 98, 99, 100, 101, 102, 103, 104, 105, 106}
+		want := []int16{apiVersionsKey, 10094, 10095, 10096, 10098, 10099, 10100, 10101, 10102, 10103, 10104, 10105, 10106}
 		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 		sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
 		require.Equal(t, want, got)
