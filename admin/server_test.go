@@ -270,15 +270,15 @@ func (r *rawConn) readFrame() ([]byte, error) {
 	return buf, err
 }
 
-// roundTrip sends req and decodes the response (header v1 unless
-// ApiVersions).
+// roundTrip sends req and decodes the response (header v1 for flexible
+// versions, except ApiVersions).
 func (r *rawConn) roundTrip(req kmsg.Request) kmsg.Response {
 	corr := r.send(req)
 	frame, err := r.readFrame()
 	require.NoError(r.t, err)
 	b := kbin.Reader{Src: frame}
 	require.Equal(r.t, corr, b.Int32())
-	if req.Key() != apiVersionsKey {
+	if req.Key() != apiVersionsKey && req.IsFlexible() {
 		kmsg.SkipTags(&b)
 	}
 	resp := req.ResponseKind()
