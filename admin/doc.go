@@ -13,7 +13,9 @@
 // them. Encoding appends to a caller's slice (AppendTo); decoding (ReadFrom)
 // never panics and reports truncation and malformed input as errors wrapping
 // ErrTruncated or ErrMalformed. Unknown tagged fields are kept and written
-// back. API key numbers are the prototype's (spec §11) and live only in the
+// back. API key numbers are the prototype's (spec §11) plus 10000, in kmirror's
+// block 10000-10999, far from Kafka's own keys (0-94 in Kafka 4.4.0, which
+// took the prototype's 94 for UNREGISTER_CONTROLLER); they live only in the
 // definitions; change them there and regenerate.
 //
 // # Errors

@@ -10,10 +10,18 @@ import (
 // the mirror RPCs (int16 on the wire).
 type Code int16
 
-// The protocol error codes the mirror RPCs use. Codes for the new KIP-1279
-// errors (134, 136-146) are the prototype's allocations, not upstream numbers;
-// they live only in the codeTable below so they can change when the KIP is
-// voted.
+// The protocol error codes the mirror RPCs use. Codes below 10000 are Apache
+// Kafka's own, with Kafka's names. The new KIP-1279 errors have no upstream
+// numbers yet; they live in kmirror's block 10000-10999, each the prototype's
+// allocation plus 10000 (READ_ONLY_TOPIC 134 -> 10134, 136-146 ->
+// 10136-10146). The prototype's numbers collide with Kafka 4.4.0
+// (134 GROUP_DELETION_FAILED, 136 CONTROLLER_ID_NOT_REGISTERED), and Kafka
+// allocates about ten codes a year from 0 upwards (136 in 4.4), so the block
+// has centuries of headroom while staying inside int16. A Kafka client that
+// does not know a code reports it as unknown instead of as a wrong Kafka
+// error. The codes live only in the codeTable below, so they change in one
+// place when the KIP is voted; TestNumbersDoNotCollideWithKafka checks them
+// against the harness's Kafka jars.
 const (
 	CodeUnknownServerError               Code = -1
 	CodeNone                             Code = 0
@@ -40,18 +48,18 @@ const (
 	CodeUnknownTopicID                   Code = 100
 	CodeInconsistentTopicID              Code = 103
 	CodeFencedStateEpoch                 Code = 124
-	CodeReadOnlyTopic                    Code = 134
-	CodeClusterMirrorAlreadyExists       Code = 136
-	CodeUnknownClusterMirror             Code = 137
-	CodeTopicAlreadyInClusterMirror      Code = 138
-	CodeTopicNotInClusterMirror          Code = 139
-	CodeMirrorTopicAlreadyPaused         Code = 140
-	CodeMirrorTopicNotPaused             Code = 141
-	CodeMirrorTopicBeingStopped          Code = 142
-	CodeClusterMirrorNotEmpty            Code = 143
-	CodeClusterMirrorAuthorizationFailed Code = 144
-	CodeInvalidClusterMirrorStates       Code = 145
-	CodeMirrorTopicNotStopped            Code = 146
+	CodeReadOnlyTopic                    Code = 10134
+	CodeClusterMirrorAlreadyExists       Code = 10136
+	CodeUnknownClusterMirror             Code = 10137
+	CodeTopicAlreadyInClusterMirror      Code = 10138
+	CodeTopicNotInClusterMirror          Code = 10139
+	CodeMirrorTopicAlreadyPaused         Code = 10140
+	CodeMirrorTopicNotPaused             Code = 10141
+	CodeMirrorTopicBeingStopped          Code = 10142
+	CodeClusterMirrorNotEmpty            Code = 10143
+	CodeClusterMirrorAuthorizationFailed Code = 10144
+	CodeInvalidClusterMirrorStates       Code = 10145
+	CodeMirrorTopicNotStopped            Code = 10146
 )
 
 // CodeInfo describes one protocol error code.
@@ -188,7 +196,7 @@ func Errorf(c Code, format string, args ...any) *Error {
 	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
 }
 
-// Error implements error: "admin: UNKNOWN_CLUSTER_MIRROR (137): message".
+// Error implements error: "admin: UNKNOWN_CLUSTER_MIRROR (10137): message".
 func (e *Error) Error() string {
 	s := "admin: " + e.Code.String() + " (" + strconv.Itoa(int(e.Code)) + ")"
 	if e.Message != "" {

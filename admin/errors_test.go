@@ -21,13 +21,14 @@ func TestCodeTable(t *testing.T) {
 		require.Equal(t, ci.Retriable, ci.Code.Retriable())
 		require.True(t, ci.Code.Known())
 	}
-	// The spec §12 codes and their prototype numbers.
+	// The spec §12 codes: the prototype numbers plus 10000 for the new
+	// KIP-1279 errors, Kafka's numbers for the others.
 	spec := map[string]Code{
-		"READ_ONLY_TOPIC": 134, "CLUSTER_MIRROR_ALREADY_EXISTS": 136, "UNKNOWN_CLUSTER_MIRROR": 137,
-		"CLUSTER_MIRROR_AUTHORIZATION_FAILED": 144, "INVALID_CLUSTER_MIRROR_STATES": 145,
-		"TOPIC_ALREADY_IN_CLUSTER_MIRROR": 138, "TOPIC_NOT_IN_CLUSTER_MIRROR": 139,
-		"MIRROR_TOPIC_ALREADY_PAUSED": 140, "MIRROR_TOPIC_NOT_PAUSED": 141, "MIRROR_TOPIC_BEING_STOPPED": 142,
-		"CLUSTER_MIRROR_NOT_EMPTY": 143, "MIRROR_TOPIC_NOT_STOPPED": 146,
+		"READ_ONLY_TOPIC": 10134, "CLUSTER_MIRROR_ALREADY_EXISTS": 10136, "UNKNOWN_CLUSTER_MIRROR": 10137,
+		"CLUSTER_MIRROR_AUTHORIZATION_FAILED": 10144, "INVALID_CLUSTER_MIRROR_STATES": 10145,
+		"TOPIC_ALREADY_IN_CLUSTER_MIRROR": 10138, "TOPIC_NOT_IN_CLUSTER_MIRROR": 10139,
+		"MIRROR_TOPIC_ALREADY_PAUSED": 10140, "MIRROR_TOPIC_NOT_PAUSED": 10141, "MIRROR_TOPIC_BEING_STOPPED": 10142,
+		"CLUSTER_MIRROR_NOT_EMPTY": 10143, "MIRROR_TOPIC_NOT_STOPPED": 10146,
 		"TOPIC_ALREADY_EXISTS": 36, "INCONSISTENT_TOPIC_ID": 103, "INVALID_REPLICATION_FACTOR": 38,
 		"INVALID_REQUEST": 42, "NOT_CONTROLLER": 41, "FENCED_LEADER_EPOCH": 74, "FENCED_STATE_EPOCH": 124,
 		"NOT_COORDINATOR": 16, "COORDINATOR_LOAD_IN_PROGRESS": 14, "COORDINATOR_NOT_AVAILABLE": 15,
@@ -56,13 +57,13 @@ func TestErrorIs(t *testing.T) {
 	require.Equal(t, CodeUnknownServerError, CodeOf(errors.New("boom")))
 	require.Same(t, CodeNotCoordinator.Err(), CodeNotCoordinator.Err())
 	require.ErrorIs(t, Code(999).Err(), Code(999).Err())
-	require.Equal(t, "admin: UNKNOWN_CLUSTER_MIRROR (137)", CodeUnknownClusterMirror.Err().Error())
+	require.Equal(t, "admin: UNKNOWN_CLUSTER_MIRROR (10137)", CodeUnknownClusterMirror.Err().Error())
 	require.True(t, Errorf(CodeNotController, "x %d", 1).Retriable())
 	msg := "m"
 	require.NoError(t, ErrorFromResponse(0, &msg))
-	e := ErrorFromResponse(137, &msg)
+	e := ErrorFromResponse(10137, &msg)
 	require.ErrorIs(t, e, CodeUnknownClusterMirror.Err())
-	require.Equal(t, "admin: UNKNOWN_CLUSTER_MIRROR (137): m", e.Error())
+	require.Equal(t, "admin: UNKNOWN_CLUSTER_MIRROR (10137): m", e.Error())
 }
 
 // TestRPCErrorTable: every RPC has an error list, an auth requirement, and

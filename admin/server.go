@@ -42,6 +42,10 @@ type ServerConfig struct {
 	// OnError, when set, is told about connection-level problems (malformed
 	// frames, handler panics, write errors). It must not block.
 	OnError func(error)
+	// Extra serves standard Kafka API keys next to the mirror RPCs (a data
+	// plane); ApiVersions advertises them too. Keys must be distinct, known
+	// to kmsg, and neither ApiVersions nor a mirror RPC.
+	Extra []ExtraAPI
 }
 
 // DefaultPrincipal returns "User:<subject>" of the TLS client certificate if
@@ -55,12 +59,13 @@ func DefaultPrincipal(c net.Conn) string {
 	return "User:ANONYMOUS"
 }
 
-// Server serves the mirror RPCs (and ApiVersions) over the Kafka wire
+// Server serves the mirror RPCs, ApiVersions and any ServerConfig.Extra keys over the Kafka wire
 // protocol on listeners the host owns. It runs one goroutine per
 // connection, handles requests of a connection in order, and stops them all
 // in Close.
 type Server struct {
 	cfg    ServerConfig
+	extra  map[int16]ExtraAPI
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -85,9 +90,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Principal == nil {
 		cfg.Principal = DefaultPrincipal
 	}
+	extra, err := checkExtra(cfg.Extra)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		cfg:    cfg,
+		extra:  extra,
 		ctx:    ctx,
 		cancel: cancel,
 		lns:    map[net.Listener]struct{}{},
@@ -270,6 +280,9 @@ func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte
 	if h.key == apiVersionsKey {
 		return s.handleAPIVersions(h, r)
 	}
+	if e, ok := s.extra[h.key]; ok {
+		return s.handleExtra(e, h, r, principal, remote)
+	}
 	req, ok := NewRequest(h.key, h.version)
 	if !ok {
 		// Kafka closes the connection for unknown keys and for unsupported
@@ -329,13 +342,14 @@ func herrMessage(err error) string {
 	return err.Error()
 }
 
-// handleAPIVersions answers ApiVersions with exactly the implemented RPCs.
+// handleAPIVersions answers ApiVersions with exactly the implemented RPCs
+// (the mirror RPCs and the ExtraAPI keys).
 // An unsupported ApiVersions version is answered at version 0 with
 // UNSUPPORTED_VERSION, as Kafka does, so clients can retry lower.
 func (s *Server) handleAPIVersions(h header, r kbin.Reader) ([]byte, bool, error) {
 	req := kmsg.NewPtrApiVersionsRequest()
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ApiKeys = advertisedKeys()
+	resp.ApiKeys = append(advertisedKeys(), s.extraKeys()...)
 	if h.version < 0 || h.version > req.MaxVersion() {
 		resp.Version = 0
 		resp.ErrorCode = int16(CodeUnsupportedVersion)

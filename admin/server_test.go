@@ -270,15 +270,15 @@ func (r *rawConn) readFrame() ([]byte, error) {
 	return buf, err
 }
 
-// roundTrip sends req and decodes the response (header v1 unless
-// ApiVersions).
+// roundTrip sends req and decodes the response (header v1 for flexible
+// versions, except ApiVersions).
 func (r *rawConn) roundTrip(req kmsg.Request) kmsg.Response {
 	corr := r.send(req)
 	frame, err := r.readFrame()
 	require.NoError(r.t, err)
 	b := kbin.Reader{Src: frame}
 	require.Equal(r.t, corr, b.Int32())
-	if req.Key() != apiVersionsKey {
+	if req.Key() != apiVersionsKey && req.IsFlexible() {
 		kmsg.SkipTags(&b)
 	}
 	resp := req.ResponseKind()
@@ -315,7 +315,7 @@ func TestAPIVersions(t *testing.T) {
 			require.Equal(t, a.MinVersion, k.MinVersion)
 			require.Equal(t, a.MaxVersion, k.MaxVersion)
 		}
-		want := []int16{apiVersionsKey, 94, 95, 96, 98, 99, 100, 101, 102, 103, 104, 105, 106}
+		want := []int16{apiVersionsKey, 10094, 10095, 10096, 10098, 10099, 10100, 10101, 10102, 10103, 10104, 10105, 10106}
 		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 		sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
 		require.Equal(t, want, got)

@@ -9,33 +9,34 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// API keys of the mirror RPCs. The numbers are the prototype's allocations,
-// not upstream ones; they are defined once, in definitions/*.json.
+// API keys of the mirror RPCs. The numbers are not upstream ones: they are the
+// prototype's allocations plus 10000, in kmirror's block 10000-10999 away from
+// Kafka's own keys; they are defined once, in definitions/*.json.
 const (
 	// KeyCreateClusterMirror is the API key of CreateClusterMirrorRequest.
-	KeyCreateClusterMirror int16 = 94
+	KeyCreateClusterMirror int16 = 10094
 	// KeyStartMirrorTopics is the API key of StartMirrorTopicsRequest.
-	KeyStartMirrorTopics int16 = 95
+	KeyStartMirrorTopics int16 = 10095
 	// KeyStopMirrorTopics is the API key of StopMirrorTopicsRequest.
-	KeyStopMirrorTopics int16 = 96
+	KeyStopMirrorTopics int16 = 10096
 	// KeyListClusterMirrors is the API key of ListClusterMirrorsRequest.
-	KeyListClusterMirrors int16 = 98
+	KeyListClusterMirrors int16 = 10098
 	// KeyDescribeClusterMirrors is the API key of DescribeClusterMirrorsRequest.
-	KeyDescribeClusterMirrors int16 = 99
+	KeyDescribeClusterMirrors int16 = 10099
 	// KeyReadMirrorStates is the API key of ReadMirrorStatesRequest.
-	KeyReadMirrorStates int16 = 100
+	KeyReadMirrorStates int16 = 10100
 	// KeyWriteMirrorStates is the API key of WriteMirrorStatesRequest.
-	KeyWriteMirrorStates int16 = 101
+	KeyWriteMirrorStates int16 = 10101
 	// KeyPauseMirrorTopics is the API key of PauseMirrorTopicsRequest.
-	KeyPauseMirrorTopics int16 = 102
+	KeyPauseMirrorTopics int16 = 10102
 	// KeyResumeMirrorTopics is the API key of ResumeMirrorTopicsRequest.
-	KeyResumeMirrorTopics int16 = 103
+	KeyResumeMirrorTopics int16 = 10103
 	// KeyDeleteClusterMirrors is the API key of DeleteClusterMirrorsRequest.
-	KeyDeleteClusterMirrors int16 = 104
+	KeyDeleteClusterMirrors int16 = 10104
 	// KeyBumpLeaderEpochs is the API key of BumpLeaderEpochsRequest.
-	KeyBumpLeaderEpochs int16 = 105
+	KeyBumpLeaderEpochs int16 = 10105
 	// KeyReadMirrorOffsets is the API key of ReadMirrorOffsetsRequest.
-	KeyReadMirrorOffsets int16 = 106
+	KeyReadMirrorOffsets int16 = 10106
 )
 
 // apiTable is the one table of the RPCs this package implements, sorted by key.
@@ -80,7 +81,7 @@ var apiTable = []APIInfo{
 
 // CreateClusterMirrorRequest: Creates a cluster mirror (a CLUSTER_MIRROR resource) with its configs.
 //
-// API key 94, versions 0-0, flexible in every version.
+// API key 10094, versions 0-0, flexible in every version.
 type CreateClusterMirrorRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -265,7 +266,7 @@ func (v *CreateClusterMirrorRequest) ReadFrom(src []byte) error {
 
 // CreateClusterMirrorResponse: The result of a CreateClusterMirror request.
 //
-// API key 94, versions 0-0, flexible in every version.
+// API key 10094, versions 0-0, flexible in every version.
 type CreateClusterMirrorResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -394,7 +395,7 @@ func (v *CreateClusterMirrorResponse) ReadFrom(src []byte) error {
 
 // StartMirrorTopicsRequest: Starts mirroring topics into a cluster mirror.
 //
-// API key 95, versions 0-0, flexible in every version.
+// API key 10095, versions 0-0, flexible in every version.
 type StartMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -645,7 +646,7 @@ func (v *StartMirrorTopicsRequest) ReadFrom(src []byte) error {
 
 // StartMirrorTopicsResponse: The result of a StartMirrorTopics request.
 //
-// API key 95, versions 0-0, flexible in every version.
+// API key 10095, versions 0-0, flexible in every version.
 type StartMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -856,7 +857,7 @@ func (v *StartMirrorTopicsResponse) ReadFrom(src []byte) error {
 
 // StopMirrorTopicsRequest: Stops mirroring topics (failover or migration); stopped topics become writable.
 //
-// API key 96, versions 0-0, flexible in every version.
+// API key 10096, versions 0-0, flexible in every version.
 type StopMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -1083,7 +1084,7 @@ func (v *StopMirrorTopicsRequest) ReadFrom(src []byte) error {
 
 // StopMirrorTopicsResponse: The result of a StopMirrorTopics request.
 //
-// API key 96, versions 0-0, flexible in every version.
+// API key 10096, versions 0-0, flexible in every version.
 type StopMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -1294,7 +1295,7 @@ func (v *StopMirrorTopicsResponse) ReadFrom(src []byte) error {
 
 // ListClusterMirrorsRequest: Lists the cluster mirrors of the cluster.
 //
-// API key 98, versions 0-0, flexible in every version.
+// API key 10098, versions 0-0, flexible in every version.
 type ListClusterMirrorsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -1456,7 +1457,7 @@ func (v *ListClusterMirrorsRequest) ReadFrom(src []byte) error {
 
 // ListClusterMirrorsResponse: The result of a ListClusterMirrors request.
 //
-// API key 98, versions 0-0, flexible in every version.
+// API key 10098, versions 0-0, flexible in every version.
 type ListClusterMirrorsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -1690,7 +1691,7 @@ func (v *ListClusterMirrorsResponse) ReadFrom(src []byte) error {
 
 // DescribeClusterMirrorsRequest: Describes cluster mirrors, optionally with partition states and offsets.
 //
-// API key 99, versions 0-0, flexible in every version.
+// API key 10099, versions 0-0, flexible in every version.
 type DescribeClusterMirrorsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -1938,7 +1939,7 @@ func (v *DescribeClusterMirrorsRequest) ReadFrom(src []byte) error {
 
 // DescribeClusterMirrorsResponse: The result of a DescribeClusterMirrors request.
 //
-// API key 99, versions 0-0, flexible in every version.
+// API key 10099, versions 0-0, flexible in every version.
 type DescribeClusterMirrorsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -2364,7 +2365,7 @@ func (v *DescribeClusterMirrorsResponse) ReadFrom(src []byte) error {
 
 // ReadMirrorStatesRequest: Reads mirror partition states from the ClusterMirrorCoordinator; a read with a higher leader epoch raises the stored epoch.
 //
-// API key 100, versions 0-0, flexible in every version.
+// API key 10100, versions 0-0, flexible in every version.
 type ReadMirrorStatesRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -2620,7 +2621,7 @@ func (v *ReadMirrorStatesRequest) ReadFrom(src []byte) error {
 
 // ReadMirrorStatesResponse: The result of a ReadMirrorStates request.
 //
-// API key 100, versions 0-0, flexible in every version.
+// API key 10100, versions 0-0, flexible in every version.
 type ReadMirrorStatesResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -2950,7 +2951,7 @@ func (v *ReadMirrorStatesResponse) ReadFrom(src []byte) error {
 
 // WriteMirrorStatesRequest: Writes mirror partition states to the ClusterMirrorCoordinator, fenced by leader epoch and state epoch.
 //
-// API key 101, versions 0-0, flexible in every version.
+// API key 10101, versions 0-0, flexible in every version.
 type WriteMirrorStatesRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -3252,7 +3253,7 @@ func (v *WriteMirrorStatesRequest) ReadFrom(src []byte) error {
 
 // WriteMirrorStatesResponse: The result of a WriteMirrorStates request.
 //
-// API key 101, versions 0-0, flexible in every version.
+// API key 10101, versions 0-0, flexible in every version.
 type WriteMirrorStatesResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -3541,7 +3542,7 @@ func (v *WriteMirrorStatesResponse) ReadFrom(src []byte) error {
 
 // PauseMirrorTopicsRequest: Pauses mirroring of topics.
 //
-// API key 102, versions 0-0, flexible in every version.
+// API key 10102, versions 0-0, flexible in every version.
 type PauseMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -3739,7 +3740,7 @@ func (v *PauseMirrorTopicsRequest) ReadFrom(src []byte) error {
 
 // PauseMirrorTopicsResponse: The result of a PauseMirrorTopics request.
 //
-// API key 102, versions 0-0, flexible in every version.
+// API key 10102, versions 0-0, flexible in every version.
 type PauseMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -3950,7 +3951,7 @@ func (v *PauseMirrorTopicsResponse) ReadFrom(src []byte) error {
 
 // ResumeMirrorTopicsRequest: Resumes mirroring of paused topics.
 //
-// API key 103, versions 0-0, flexible in every version.
+// API key 10103, versions 0-0, flexible in every version.
 type ResumeMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -4148,7 +4149,7 @@ func (v *ResumeMirrorTopicsRequest) ReadFrom(src []byte) error {
 
 // ResumeMirrorTopicsResponse: The result of a ResumeMirrorTopics request.
 //
-// API key 103, versions 0-0, flexible in every version.
+// API key 10103, versions 0-0, flexible in every version.
 type ResumeMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -4359,7 +4360,7 @@ func (v *ResumeMirrorTopicsResponse) ReadFrom(src []byte) error {
 
 // DeleteClusterMirrorsRequest: Deletes a cluster mirror; all of its topics must be stopped.
 //
-// API key 104, versions 0-0, flexible in every version.
+// API key 10104, versions 0-0, flexible in every version.
 type DeleteClusterMirrorsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -4486,7 +4487,7 @@ func (v *DeleteClusterMirrorsRequest) ReadFrom(src []byte) error {
 
 // DeleteClusterMirrorsResponse: The result of a DeleteClusterMirrors request.
 //
-// API key 104, versions 0-0, flexible in every version.
+// API key 10104, versions 0-0, flexible in every version.
 type DeleteClusterMirrorsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -4615,7 +4616,7 @@ func (v *DeleteClusterMirrorsResponse) ReadFrom(src []byte) error {
 
 // BumpLeaderEpochsRequest: Asks the controller to bump the leader epochs of partitions to at least a minimum.
 //
-// API key 105, versions 0-0, flexible in every version.
+// API key 10105, versions 0-0, flexible in every version.
 type BumpLeaderEpochsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -4866,7 +4867,7 @@ func (v *BumpLeaderEpochsRequest) ReadFrom(src []byte) error {
 
 // BumpLeaderEpochsResponse: The result of a BumpLeaderEpochs request.
 //
-// API key 105, versions 0-0, flexible in every version.
+// API key 10105, versions 0-0, flexible in every version.
 type BumpLeaderEpochsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -5155,7 +5156,7 @@ func (v *BumpLeaderEpochsResponse) ReadFrom(src []byte) error {
 
 // ReadMirrorOffsetsRequest: Reads source and destination offsets of mirror partitions from their leaders.
 //
-// API key 106, versions 0-0, flexible in every version.
+// API key 10106, versions 0-0, flexible in every version.
 type ReadMirrorOffsetsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -5352,7 +5353,7 @@ func (v *ReadMirrorOffsetsRequest) ReadFrom(src []byte) error {
 
 // ReadMirrorOffsetsResponse: The result of a ReadMirrorOffsets request.
 //
-// API key 106, versions 0-0, flexible in every version.
+// API key 10106, versions 0-0, flexible in every version.
 type ReadMirrorOffsetsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16

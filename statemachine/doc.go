@@ -15,7 +15,7 @@
 // [TruncationDone] or [StopTasksDone]). The coordinator checks every
 // WriteMirrorStates request with [ValidMove]; the admin layer checks lifecycle
 // operations with [CheckOp] and maps [ErrInvalidStates] to the protocol error
-// INVALID_CLUSTER_MIRROR_STATES (145).
+// INVALID_CLUSTER_MIRROR_STATES (10145).
 //
 // # Actions as data
 //

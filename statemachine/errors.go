@@ -16,7 +16,7 @@ var (
 	// inconsistent (for example EpochExceeded with BatchEpoch <= LocalEpoch).
 	ErrInvalidEvent = errors.New("statemachine: invalid event")
 	// ErrInvalidStates is wrapped by every *InvalidStatesError; the admin
-	// layer maps it to INVALID_CLUSTER_MIRROR_STATES (code 145).
+	// layer maps it to INVALID_CLUSTER_MIRROR_STATES (code 10145).
 	ErrInvalidStates = errors.New("statemachine: invalid cluster mirror states")
 )
 

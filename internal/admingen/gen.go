@@ -53,8 +53,9 @@ func generate(msgs []*message, inDir string) ([]byte, error) {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 
-	g.p("// API keys of the mirror RPCs. The numbers are the prototype's allocations,")
-	g.p("// not upstream ones; they are defined once, in definitions/*.json.")
+	g.p("// API keys of the mirror RPCs. The numbers are not upstream ones: they are the")
+	g.p("// prototype's allocations plus 10000, in kmirror's block 10000-10999 away from")
+	g.p("// Kafka's own keys; they are defined once, in definitions/*.json.")
 	g.p("const (")
 	for _, k := range keys {
 		g.p("\t// Key%s is the API key of %s.", rpcName(reqs[k]), reqs[k].Name)

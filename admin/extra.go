@@ -1,0 +1,118 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ExtraAPI serves one standard Kafka API key (one kmsg knows, such as Fetch or
+// Produce) on the same listener as the mirror RPCs, so that a host can mount a
+// data plane next to the admin RPCs on one port. The server decodes the
+// request with kmsg, passes it to Serve, and advertises [MinVersion,
+// MaxVersion] in ApiVersions.
+type ExtraAPI struct {
+	Key        int16
+	MinVersion int16
+	MaxVersion int16
+	// Serve answers a decoded request of Key at a version in range. It must
+	// return promptly once ctx is canceled (Server.Close cancels it). A
+	// response with a nil error is sent (its version is set by the server);
+	// (nil, ErrNoResponse) sends nothing (Produce with acks 0); any other
+	// error, or a panic, closes the connection, as Kafka does for a request
+	// it cannot answer. Authorization is Serve's (rc carries the principal).
+	Serve func(ctx context.Context, rc *RequestContext, req kmsg.Request) (kmsg.Response, error)
+}
+
+// ErrNoResponse, returned by ExtraAPI.Serve, tells the server to send no
+// response for this request.
+var ErrNoResponse = errors.New("admin: no response")
+
+// ErrBadExtraAPI is wrapped by NewServer's error for an invalid ExtraAPI.
+var ErrBadExtraAPI = errors.New("admin: invalid extra API")
+
+// checkExtra validates ServerConfig.Extra and indexes it by key.
+func checkExtra(extra []ExtraAPI) (map[int16]ExtraAPI, error) {
+	out := make(map[int16]ExtraAPI, len(extra))
+	for _, e := range extra {
+		bad := func(why string) error {
+			return fmt.Errorf("%w: key %d versions %d-%d: %s", ErrBadExtraAPI, e.Key, e.MinVersion, e.MaxVersion, why)
+		}
+		req := kmsg.RequestForKey(e.Key)
+		switch {
+		case e.Key == apiVersionsKey:
+			return nil, bad("ApiVersions is the server's own")
+		case req == nil:
+			return nil, bad("not a key kmsg knows")
+		case e.Serve == nil:
+			return nil, bad("nil Serve")
+		case e.MinVersion < 0 || e.MinVersion > e.MaxVersion || e.MaxVersion > req.MaxVersion():
+			return nil, bad(fmt.Sprintf("versions outside 0-%d or reversed", req.MaxVersion()))
+		}
+		if _, ok := LookupAPI(e.Key); ok {
+			return nil, bad("a mirror RPC key")
+		}
+		if _, dup := out[e.Key]; dup {
+			return nil, bad("listed twice")
+		}
+		out[e.Key] = e
+	}
+	return out, nil
+}
+
+// handleExtra serves one frame of an ExtraAPI key; r is positioned after the
+// client id of the request header.
+func (s *Server) handleExtra(e ExtraAPI, h header, r kbin.Reader, principal, remote string) (out []byte, keep bool, err error) {
+	if h.version < e.MinVersion || h.version > e.MaxVersion {
+		return nil, false, &errClose{fmt.Sprintf("unsupported request key %d version %d from %s", h.key, h.version, remote)}
+	}
+	req := kmsg.RequestForKey(h.key)
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&r)
+	}
+	if !r.Ok() {
+		return nil, false, &errClose{fmt.Sprintf("truncated request header tags from %s", remote)}
+	}
+	if derr := req.ReadFrom(r.Src); derr != nil {
+		return nil, false, fmt.Errorf("admin: key %d v%d request from %s: %w", h.key, h.version, remote, derr)
+	}
+	rc := &RequestContext{Principal: principal, ClientID: h.clientID, RemoteAddr: remote,
+		Key: h.key, Version: h.version, CorrelationID: h.correlation}
+	resp, err := s.callExtra(e, rc, req)
+	if errors.Is(err, ErrNoResponse) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if resp == nil || resp.Key() != h.key {
+		return nil, false, fmt.Errorf("admin: extra handler for key %d returned no response of its key", h.key)
+	}
+	resp.SetVersion(h.version)
+	return appendResponseFrame(nil, h.correlation, req.IsFlexible(), resp), true, nil
+}
+
+// callExtra runs Serve, turning a panic into an error.
+func (s *Server) callExtra(e ExtraAPI, rc *RequestContext, req kmsg.Request) (resp kmsg.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, fmt.Errorf("admin: extra handler panic on key %d from %s: %v", rc.Key, rc.RemoteAddr, p)
+		}
+	}()
+	return e.Serve(s.ctx, rc, req)
+}
+
+// extraKeys lists the ExtraAPI keys for ApiVersions, sorted by key.
+func (s *Server) extraKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(s.extra))
+	for _, e := range s.extra {
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: e.Key, MinVersion: e.MinVersion, MaxVersion: e.MaxVersion})
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+	return keys
+}

@@ -1,0 +1,216 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/records"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxMessageBytes is Kafka's message.max.bytes default: the
+	// largest record batch Produce accepts.
+	DefaultMaxMessageBytes = 1048588
+	// DefaultFetchMaxBytes is Kafka's fetch.max.bytes default: the most a
+	// Fetch response carries whatever the request asks.
+	DefaultFetchMaxBytes = 55 << 20
+	// DefaultPollInterval is how often a long-polling Fetch re-reads logs
+	// that something other than this data plane appends to (the mirror's
+	// fetcher). Appends through Produce wake waiting fetches at once.
+	DefaultPollInterval = 20 * time.Millisecond
+	// DefaultMaxWait bounds a Fetch's MaxWaitMillis (Kafka's
+	// replica.fetch.wait.max.ms order of magnitude).
+	DefaultMaxWait = 30 * time.Second
+)
+
+// ErrConfig is wrapped by New's error for an invalid Config.
+var ErrConfig = errors.New("dataplane: invalid config")
+
+// Writer is the client write path a Produce goes through. It appends the
+// client's record batches to a partition as its leader (stamping base offset
+// and leader epoch) and returns the first batch's base offset; a partition
+// that is not writable returns an error whose admin.CodeOf is
+// admin.CodeReadOnlyTopic, and nothing is appended.
+type Writer interface {
+	Produce(ctx context.Context, topic string, partition int32, batches []byte) (baseOffset int64, err error)
+}
+
+// GroupLister is optionally implemented by a Destination that can list the
+// groups it holds offsets for (mirror.LocalDestination does); ListGroups
+// answers an empty list without it.
+type GroupLister interface {
+	Groups() []string
+}
+
+// Config configures a DataPlane.
+type Config struct {
+	// Destination is the site served. Required.
+	Destination mirror.Destination
+	// Writer is the client write path; nil uses DestinationWriter(Destination).
+	Writer Writer
+	// NodeID is this broker's id in Metadata (default 0).
+	NodeID int32
+	// AdvertisedHost and AdvertisedPort are the address clients reach this
+	// listener at (Metadata's broker). Required.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// MaxMessageBytes bounds one Produce partition's records; 0 means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// FetchMaxBytes caps a Fetch response; 0 means DefaultFetchMaxBytes.
+	FetchMaxBytes int
+	// PollInterval: see DefaultPollInterval; 0 means the default.
+	PollInterval time.Duration
+	// MaxWait caps a Fetch's MaxWaitMillis; 0 means DefaultMaxWait.
+	MaxWait time.Duration
+	// DefaultPartitions is the partition count of CreateTopics with -1
+	// (default 1).
+	DefaultPartitions int32
+	// FirstProducerID is the first id InitProducerId hands out; 0 derives
+	// it from the clock (milliseconds × 1000), so ids grow across restarts
+	// and stay far above the small ids Kafka allocates (mirrored batches
+	// carry the source's ids).
+	FirstProducerID int64
+	// NewTopicID returns the id of a topic CreateTopics makes; nil uses a
+	// random UUID.
+	NewTopicID func() records.UUID
+}
+
+// DataPlane serves a Destination over the Kafka protocol; see the package
+// documentation.
+type DataPlane struct {
+	cfg     Config
+	dst     mirror.Destination
+	writer  Writer
+	nextPID atomic.Int64
+
+	wakeMu sync.Mutex
+	wake   chan struct{} // closed and replaced on every append through Produce
+
+	partsMu sync.Mutex
+	parts   map[mirror.TopicPartition]*partProducers
+}
+
+// New returns a DataPlane over cfg.Destination.
+func New(cfg Config) (*DataPlane, error) {
+	switch {
+	case cfg.Destination == nil:
+		return nil, fmt.Errorf("%w: nil Destination", ErrConfig)
+	case cfg.AdvertisedHost == "" || cfg.AdvertisedPort <= 0:
+		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
+	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0 || cfg.FirstProducerID < 0:
+		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.FetchMaxBytes == 0 {
+		cfg.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.DefaultPartitions == 0 {
+		cfg.DefaultPartitions = 1
+	}
+	if cfg.FirstProducerID == 0 {
+		cfg.FirstProducerID = time.Now().UnixMilli() * 1000
+	}
+	if cfg.NewTopicID == nil {
+		cfg.NewTopicID = randomTopicID
+	}
+	w := cfg.Writer
+	if w == nil {
+		w = DestinationWriter(cfg.Destination)
+	}
+	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, wake: make(chan struct{}),
+		parts: map[mirror.TopicPartition]*partProducers{}}
+	dp.nextPID.Store(cfg.FirstProducerID)
+	return dp, nil
+}
+
+func randomTopicID() records.UUID {
+	var u records.UUID
+	for u == (records.UUID{}) {
+		_, _ = rand.Read(u[:])
+	}
+	return u
+}
+
+// api is one served key: versions and handler.
+type api struct {
+	key      kmsg.Key
+	min, max int16
+	serve    func(dp *DataPlane, ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+}
+
+// apis is the one table of the keys the data plane serves.
+var apis = []api{
+	{kmsg.Produce, 3, 12, (*DataPlane).produce},
+	{kmsg.Fetch, 4, 16, (*DataPlane).fetch},
+	{kmsg.ListOffsets, 1, 9, (*DataPlane).listOffsets},
+	{kmsg.Metadata, 1, 12, (*DataPlane).metadata},
+	{kmsg.OffsetCommit, 2, 9, (*DataPlane).offsetCommit},
+	{kmsg.OffsetFetch, 1, 9, (*DataPlane).offsetFetch},
+	{kmsg.FindCoordinator, 0, 5, (*DataPlane).findCoordinator},
+	{kmsg.DescribeGroups, 0, 5, (*DataPlane).describeGroups},
+	{kmsg.ListGroups, 0, 5, (*DataPlane).listGroups},
+	{kmsg.CreateTopics, 2, 7, (*DataPlane).createTopics},
+	{kmsg.InitProducerID, 0, 4, (*DataPlane).initProducerID},
+	{kmsg.OffsetForLeaderEpoch, 2, 4, (*DataPlane).offsetForLeaderEpoch},
+}
+
+// APIs returns the keys the data plane serves, for admin.ServerConfig.Extra.
+func (dp *DataPlane) APIs() []admin.ExtraAPI {
+	out := make([]admin.ExtraAPI, 0, len(apis))
+	for _, a := range apis {
+		a := a
+		out = append(out, admin.ExtraAPI{Key: int16(a.key), MinVersion: a.min, MaxVersion: a.max,
+			Serve: func(ctx context.Context, _ *admin.RequestContext, req kmsg.Request) (kmsg.Response, error) {
+				return a.serve(dp, ctx, req)
+			}})
+	}
+	return out
+}
+
+// Serve answers one decoded request (any key of APIs), for hosts and tests
+// that carry requests by other means.
+func (dp *DataPlane) Serve(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	for _, a := range apis {
+		if int16(a.key) == req.Key() {
+			if v := req.GetVersion(); v < a.min || v > a.max {
+				return nil, fmt.Errorf("dataplane: key %d version %d not served", req.Key(), v)
+			}
+			return a.serve(dp, ctx, req)
+		}
+	}
+	return nil, fmt.Errorf("dataplane: key %d not served", req.Key())
+}
+
+// waitChan returns a channel closed by the next append through Produce.
+func (dp *DataPlane) waitChan() <-chan struct{} {
+	dp.wakeMu.Lock()
+	defer dp.wakeMu.Unlock()
+	return dp.wake
+}
+
+// appended wakes every waiting Fetch.
+func (dp *DataPlane) appended() {
+	dp.wakeMu.Lock()
+	defer dp.wakeMu.Unlock()
+	close(dp.wake)
+	dp.wake = make(chan struct{})
+}

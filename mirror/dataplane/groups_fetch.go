@@ -1,0 +1,143 @@
+package dataplane
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/admin"
+)
+
+// offsetFetch serves OffsetFetch (one group before v8, a list from v8).
+func (dp *DataPlane) offsetFetch(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	r := req.(*kmsg.OffsetFetchRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	groupCode := func(group string) int16 {
+		switch {
+		case dp.groups() == nil:
+			return int16(admin.CodeCoordinatorNotAvailable)
+		case group == "":
+			return codeInvalidGroupID
+		}
+		return 0
+	}
+	if r.Version < 8 {
+		topics := map[string][]int32{}
+		for _, t := range r.Topics {
+			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+		}
+		code := groupCode(r.Group)
+		resp.ErrorCode = code
+		if code != 0 {
+			return resp, nil
+		}
+		byTopic := map[string]int{}
+		for _, o := range dp.groupOffsets(r.Group, topics, r.Topics == nil) {
+			i, ok := byTopic[o.topic]
+			if !ok {
+				i = len(resp.Topics)
+				byTopic[o.topic] = i
+				t := kmsg.NewOffsetFetchResponseTopic()
+				t.Topic = o.topic
+				resp.Topics = append(resp.Topics, t)
+			}
+			p := kmsg.NewOffsetFetchResponseTopicPartition()
+			p.Partition, p.Offset, p.LeaderEpoch = o.partition, o.offset, -1
+			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+		}
+		return resp, nil
+	}
+	for _, rg := range r.Groups {
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group, g.ErrorCode = rg.Group, groupCode(rg.Group)
+		if g.ErrorCode == 0 {
+			topics := map[string][]int32{}
+			for _, t := range rg.Topics {
+				topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+			}
+			byTopic := map[string]int{}
+			for _, o := range dp.groupOffsets(rg.Group, topics, rg.Topics == nil) {
+				i, ok := byTopic[o.topic]
+				if !ok {
+					i = len(g.Topics)
+					byTopic[o.topic] = i
+					t := kmsg.NewOffsetFetchResponseGroupTopic()
+					t.Topic = o.topic
+					g.Topics = append(g.Topics, t)
+				}
+				p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				p.Partition, p.Offset, p.LeaderEpoch = o.partition, o.offset, -1
+				g.Topics[i].Partitions = append(g.Topics[i].Partitions, p)
+			}
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp, nil
+}
+
+// groupState is the state reported for a group: "Dead" without offsets,
+// "Stable" when the destination says it has active members, "Empty"
+// otherwise (the data plane keeps no membership).
+func (dp *DataPlane) groupState(group string) string {
+	g := dp.groups()
+	switch {
+	case g == nil:
+		return "Dead"
+	case g.HasActiveMembers(group):
+		return "Stable"
+	case len(g.CommittedOffsets(group)) == 0:
+		return "Dead"
+	}
+	return "Empty"
+}
+
+// listGroups serves ListGroups with the destination's groups (GroupLister).
+func (dp *DataPlane) listGroups(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	r := req.(*kmsg.ListGroupsRequest)
+	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+	gl, ok := dp.dst.(GroupLister)
+	if !ok || dp.groups() == nil {
+		return resp, nil
+	}
+	for _, name := range gl.Groups() {
+		state := dp.groupState(name)
+		if state == "Dead" || (len(r.StatesFilter) > 0 && !contains(r.StatesFilter, state)) ||
+			(len(r.TypesFilter) > 0 && !contains(r.TypesFilter, "classic")) {
+			continue
+		}
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = name, "consumer", state, "classic"
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// describeGroups serves DescribeGroups: each group's state, protocol type
+// "consumer" and no members.
+func (dp *DataPlane) describeGroups(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	r := req.(*kmsg.DescribeGroupsRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, name := range r.Groups {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group, g.State = name, dp.groupState(name)
+		switch {
+		case dp.groups() == nil:
+			g.ErrorCode = int16(admin.CodeCoordinatorNotAvailable)
+		case name == "":
+			g.ErrorCode = codeInvalidGroupID
+		case g.State != "Dead":
+			g.ProtocolType = "consumer"
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp, nil
+}
