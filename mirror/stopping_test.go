@@ -268,6 +268,10 @@ func TestStopResumesAfterFailureAtEachStep(t *testing.T) {
 				d := describeOn(t, m, "k", "pay", 0)
 				return d.State == statemachine.Mirroring && d.DestinationOffset == 31
 			})
+			for _, c := range changes {
+				require.NotEqual(t, statemachine.EpochFencing, c.To,
+					"PREPARING raised the leader epoch above the source's: a fresh start never meets EPOCH_FENCING")
+			}
 			close(dest.armed)
 			_, err = m.StopMirrorTopics(ctx, "k", []string{"pay"}, StopOptions{})
 			require.NoError(t, err)
