@@ -20,9 +20,8 @@ import (
 	"github.com/kmirror/kmirror/statemachine"
 )
 
-// readCommitted returns the values a read_committed consumer of l sees: the data records
-// below the LSO, without those of aborted transactions (a transactional batch belongs to
-// the transaction its producer's next marker ends).
+// readCommitted returns the values a read_committed consumer of l sees
+// (records.CommittedBatches below the log's LSO).
 func readCommitted(t testing.TB, l fetcher.Log) []string {
 	t.Helper()
 	var bs []records.Batch
@@ -31,27 +30,8 @@ func readCommitted(t testing.TB, l fetcher.Log) []string {
 		bs = append(bs, it.Batch())
 	}
 	require.NoError(t, it.Err())
-	aborted := map[int]bool{}
-	pending := map[int64][]int{}
-	for i, b := range bs {
-		a := b.Attributes()
-		switch {
-		case a.IsControl() && a.IsTransactional():
-			typ, err := b.ControlType()
-			require.NoError(t, err)
-			for _, j := range pending[b.ProducerID()] {
-				aborted[j] = typ == records.ControlAbort
-			}
-			delete(pending, b.ProducerID())
-		case a.IsTransactional():
-			pending[b.ProducerID()] = append(pending[b.ProducerID()], i)
-		}
-	}
 	var out []string
-	for i, b := range bs {
-		if b.Attributes().IsControl() || aborted[i] || b.BaseOffset() >= l.LastStableOffset() {
-			continue
-		}
+	for _, b := range records.CommittedBatches(bs, l.LastStableOffset()) {
 		recs, err := b.Records()
 		require.NoError(t, err)
 		for _, r := range recs {

@@ -131,31 +131,11 @@ func consumeCommitted(t testing.TB, brokers []string, topic string, n int) []str
 	return out
 }
 
-// committedValues is what a read_committed consumer sees in batches bs: data records below
-// the first open transaction, without those of aborted transactions.
+// committedValues is what a read_committed consumer sees in batches bs, which end with
+// no transaction open (records.CommittedBatches).
 func committedValues(t testing.TB, bs []records.Batch) []string {
-	aborted := map[int]bool{}
-	pending := map[int64][]int{}
-	for i, b := range bs {
-		a := b.Attributes()
-		switch {
-		case a.IsControl() && a.IsTransactional():
-			typ, err := b.ControlType()
-			require.NoError(t, err)
-			for _, j := range pending[b.ProducerID()] {
-				aborted[j] = typ == records.ControlAbort
-			}
-			delete(pending, b.ProducerID())
-		case a.IsTransactional():
-			pending[b.ProducerID()] = append(pending[b.ProducerID()], i)
-		}
-	}
-	require.Empty(t, pending, "no transaction left open")
 	var out []string
-	for i, b := range bs {
-		if b.Attributes().IsControl() || aborted[i] {
-			continue
-		}
+	for _, b := range records.CommittedBatches(bs, bs[len(bs)-1].NextOffset()) {
 		recs, err := b.Records()
 		require.NoError(t, err)
 		for _, r := range recs {
