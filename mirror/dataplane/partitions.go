@@ -21,7 +21,6 @@ const (
 	codeUnsupportedForMessageFmt int16 = 43
 	codeFetchSessionIDNotFound   int16 = 70
 	codeInvalidRecord            int16 = 87
-	codeGroupIDNotFound          int16 = 69
 	codeKafkaStorageError              = fetcher.CodeKafkaStorageError
 )
 
