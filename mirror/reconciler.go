@@ -270,6 +270,12 @@ func (r *reconciler) step() {
 			return
 		}
 		resume := reassert || r.state == statemachine.Failed // a STOPPING that may have run before
+		if reassert {
+			if err := r.reassertReadOnly(); err != nil {
+				r.pushFront(statemachine.Error{Reason: fmt.Sprintf("%s: %v", r.state, err), Cause: r.storageCause("set read-only", err)})
+				continue
+			}
+		}
 		if !reassert {
 			switch r.write(to, ev) {
 			case writeOK:

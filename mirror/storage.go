@@ -146,3 +146,21 @@ func (r *reconciler) leaderEpoch() int32 {
 	}
 	return r.log.LeaderEpoch()
 }
+
+// reassertReadOnly makes the read-only flag agree with the state when this owner first
+// asserts it (after a restart or a leader change): a mirror partition is read-only in
+// every state but STOPPED (whose re-run ClearReadOnly clears it) and UNKNOWN (no state
+// yet). A crash between a state write and the flag write, or a flag changed behind the
+// Mirror's back, is repaired here before the state's actions run.
+func (r *reconciler) reassertReadOnly() error {
+	switch r.state {
+	case statemachine.Unknown, statemachine.Stopped:
+		return nil
+	}
+	if r.m.dest.ReadOnly(r.topic, r.partition) && r.log.ReadOnly() {
+		return nil
+	}
+	r.m.log.Warn("mirror: read-only flag disagreed with the state; set again", "mirror", r.mirror, "topic", r.topic,
+		"partition", r.partition, "state", r.state)
+	return r.m.dest.SetReadOnly(r.topic, r.partition, true)
+}
