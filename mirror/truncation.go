@@ -3,8 +3,10 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
@@ -24,36 +26,51 @@ type FullTruncation struct {
 	// could not be asked).
 	SourceLogStart int64
 	// LostFrom and LostTo bound the offsets discarded for good:
-	// [LogStart, min(LogEnd, SourceLogStart)), empty when the source still has them all.
+	// [LogStart, min(LogEnd, SourceLogStart)), empty when the source still has them all,
+	// the whole [LogStart, LogEnd) when SourceLogStart is unknown.
 	LostFrom, LostTo int64
 }
 
 // Lost is the number of offsets the truncation discards for good.
 func (f FullTruncation) Lost() int64 { return max(0, f.LostTo-f.LostFrom) }
 
-// newFullTruncation fills the lost range of a full truncation of [start, end).
+// newFullTruncation fills the lost range of a full truncation of [start, end). An
+// unknown source log start (-1) counts the whole range as lost: the report never
+// understates a loss.
 func newFullTruncation(p int32, start, end, srcStart int64) FullTruncation {
 	ft := FullTruncation{Partition: p, LogStart: start, LogEnd: end, SourceLogStart: srcStart, LostFrom: start, LostTo: start}
-	if srcStart > start {
+	switch {
+	case srcStart < 0:
+		ft.LostTo = end
+	case srcStart > start:
 		ft.LostTo = min(end, srcStart)
 	}
 	return ft
 }
 
-// sourceLogStart asks the mirror's source for the log start offset of one partition.
+// sourceLogStart asks the mirror's source for the log start offset of one partition,
+// retrying transient failures (a retriable error code, a refused connection) for a few
+// seconds.
 func (mr *mirrorRuntime) sourceLogStart(ctx context.Context, topic string, partition int32) (int64, error) {
 	src, _, err := mr.sources()
 	if err != nil {
 		return -1, err
 	}
-	res, err := src.ListOffsets(ctx, []fetcher.OffsetQuery{{Topic: topic, Partition: partition, CurrentLeaderEpoch: -1, Timestamp: fetcher.EarliestTimestamp}})
-	if err != nil {
-		return -1, err
-	}
-	if len(res) != 1 || res[0].ErrorCode != 0 {
-		return -1, fmt.Errorf("mirror: list the log start offset of source partition %s-%d: %w", topic, partition, fetcher.ErrUnknownPartition)
-	}
-	return res[0].Offset, nil
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, 5*time.Second
+	return retryTransient(ctx, backoff.WithContext(b, ctx), func() (int64, error) {
+		res, err := src.ListOffsets(ctx, []fetcher.OffsetQuery{{Topic: topic, Partition: partition, CurrentLeaderEpoch: -1, Timestamp: fetcher.EarliestTimestamp}})
+		if err != nil {
+			return -1, err
+		}
+		if len(res) != 1 {
+			return -1, fmt.Errorf("mirror: list the log start offset of source partition %s-%d: %d answers: %w", topic, partition, len(res), fetcher.ErrProtocol)
+		}
+		if res[0].ErrorCode != 0 {
+			return -1, fmt.Errorf("mirror: list the log start offset of source partition %s-%d: %w", topic, partition, kerr.ErrorForCode(res[0].ErrorCode))
+		}
+		return res[0].Offset, nil
+	})
 }
 
 // predictFullTruncation returns the full truncation PREPARING will do on the
