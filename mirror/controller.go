@@ -56,6 +56,11 @@ type TopicMeta struct {
 type TopicResult struct {
 	Topic string
 	Err   error
+	// Truncations (StartMirrorTopics only) lists, before it happens, every partition
+	// whose destination log PREPARING will truncate fully (spec §6.3 step 5: no last
+	// mirrored epoch is known, as with a plain Kafka source), and how many of its
+	// offsets the source no longer has (FullTruncation.Lost).
+	Truncations []FullTruncation
 }
 
 // Controller validates and records desired state: mirror definitions and per-topic

@@ -59,7 +59,7 @@ func (r *reconciler) raiseEpochToSource() error {
 // after a response was appended.
 func (r *reconciler) onAppended() {
 	if _, err := r.keepEpochAhead(r.log.LatestEpoch()); err != nil {
-		r.push(statemachine.Error{Reason: err.Error(), Cause: err})
+		r.push(statemachine.Error{Reason: err.Error(), Cause: r.storageCause("bump the leader epoch", err)})
 	}
 }
 
@@ -71,7 +71,7 @@ func (mr *mirrorRuntime) keepEpochsAhead(ctx context.Context) {
 		return
 	}
 	for _, r := range mr.m.reconcilersOf(mr) {
-		if s, _ := r.current(); s != statemachine.Mirroring {
+		if s, _ := r.current(); s != statemachine.Mirroring || !r.logReady.Load() {
 			continue
 		}
 		info, err := src.PartitionInfo(ctx, r.topic, r.partition, false)
@@ -79,7 +79,7 @@ func (mr *mirrorRuntime) keepEpochsAhead(ctx context.Context) {
 			continue // the fetcher reports source trouble
 		}
 		if _, err := r.keepEpochAhead(info.LeaderEpoch); err != nil {
-			r.push(statemachine.Error{Reason: err.Error(), Cause: err})
+			r.push(statemachine.Error{Reason: err.Error(), Cause: r.storageCause("bump the leader epoch", err)})
 		}
 	}
 }

@@ -276,12 +276,9 @@ func (m *Mirror) syncTopic(ts TopicState) {
 			if _, ok := m.parts[tp]; ok {
 				continue
 			}
-			log, err := m.dest.Log(ts.Topic, p)
-			if err != nil {
-				m.log.Error("mirror: destination log unavailable", "topic", ts.Topic, "partition", p, "err", err)
-				continue
-			}
-			r := newReconciler(m, mr, ts.Topic, ts.TopicID, p, log)
+			// The reconciler opens the log itself: a log that cannot be opened makes
+			// the partition FAILED at once (openLog), the others go on.
+			r := newReconciler(m, mr, ts.Topic, ts.TopicID, p)
 			r.prev = prev[tp] // the new owner starts once the old one has stopped
 			m.parts[tp] = r
 			fresh = append(fresh, r)
@@ -375,7 +372,7 @@ func (m *Mirror) WaitForStates(ctx context.Context, name string, topics []string
 					}
 					// FAILED is final unless a stop (FAILED -> STOPPING) or an automatic
 					// retry can lead out of it.
-					if st == statemachine.Failed && want != statemachine.Stopped && m.opts.retry == nil {
+					if st == statemachine.Failed && want != statemachine.Stopped && m.opts.retry == nil && !r.retriesFailed() {
 						return fmt.Errorf("mirror: topic %q partition %d is FAILED: %s", topic, p, reason)
 					}
 				}
@@ -418,7 +415,7 @@ func (m *Mirror) WaitForLag(ctx context.Context, name string, topics []string, m
 				}
 				st, reason := r.current()
 				// FAILED is final unless an automatic retry can lead out of it.
-				if st == statemachine.Failed && m.opts.retry == nil {
+				if st == statemachine.Failed && m.opts.retry == nil && !r.retriesFailed() {
 					return fmt.Errorf("mirror: topic %q partition %d is FAILED: %s", topic, p, reason)
 				}
 				src, dst := r.offsets()

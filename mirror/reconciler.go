@@ -38,7 +38,8 @@ type reconciler struct {
 	topic     string
 	topicID   records.UUID
 	partition int32
-	log       fetcher.Log
+	log       fetcher.Log // set by run before the first step (openLog); nil until then
+	logReady  atomic.Bool // log is set: readers on other goroutines may use it
 
 	prev     *reconciler // the previous owner of the partition, stopping; waited for
 	ctx      context.Context
@@ -53,6 +54,7 @@ type reconciler struct {
 	// Published for readers (describe, WaitForStates).
 	pubState  atomic.Int32
 	pubReason atomic.Pointer[string]
+	pubRetry  atomic.Bool // the published FAILED state is retried automatically
 	srcHW     atomic.Int64
 
 	// Owned by the run goroutine.
@@ -73,9 +75,10 @@ type reconciler struct {
 	failCause     error              // typed cause of the last FAILED write (nil after a restart)
 }
 
-func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, partition int32, log fetcher.Log) *reconciler {
+// newReconciler makes the reconciler of one partition; run opens its log.
+func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, partition int32) *reconciler {
 	ctx, cancel := context.WithCancel(m.ctx)
-	r := &reconciler{m: m, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition, log: log,
+	r := &reconciler{m: m, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition,
 		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
 	r.pubState.Store(int32(statemachine.Unknown))
 	r.srcHW.Store(-1)
@@ -126,10 +129,16 @@ func (r *reconciler) current() (statemachine.State, string) {
 }
 
 // offsets returns the source high watermark of the last fetch (-1 when not mirroring)
-// and the destination log end offset.
+// and the destination log end offset (-1 while the log is not open).
 func (r *reconciler) offsets() (int64, int64) {
+	if !r.logReady.Load() {
+		return r.srcHW.Load(), -1
+	}
 	return r.srcHW.Load(), r.log.LogEndOffset()
 }
+
+// retriesFailed reports whether the published FAILED state is retried automatically.
+func (r *reconciler) retriesFailed() bool { return r.pubRetry.Load() }
 
 func (r *reconciler) onDivergence(truncatedTo int64) {
 	cfg, err := r.mr.config()
@@ -147,7 +156,7 @@ func (r *reconciler) onFetchFailed(err error) {
 	if errors.Is(err, fetcher.ErrEpochFencing) || errors.Is(err, fetcher.ErrDiverged) {
 		return // reported by OnEpochFencing / OnDivergence
 	}
-	r.push(statemachine.Error{Reason: err.Error(), Cause: err})
+	r.push(statemachine.Error{Reason: err.Error(), Cause: r.storageCause("fetch and append", err)})
 }
 
 // run is the partition's goroutine.
@@ -166,6 +175,9 @@ func (r *reconciler) run() {
 			return
 		}
 		r.prev = nil
+	}
+	if !r.openLog() {
+		return
 	}
 	for {
 		r.step()
@@ -258,6 +270,12 @@ func (r *reconciler) step() {
 			return
 		}
 		resume := reassert || r.state == statemachine.Failed // a STOPPING that may have run before
+		if reassert {
+			if err := r.reassertReadOnly(); err != nil {
+				r.pushFront(statemachine.Error{Reason: fmt.Sprintf("%s: %v", r.state, err), Cause: r.storageCause("set read-only", err)})
+				continue
+			}
+		}
 		if !reassert {
 			switch r.write(to, ev) {
 			case writeOK:
@@ -351,9 +369,10 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 }
 
 // maybeScheduleFailedRetry arms the automatic retry of a FAILED partition
-// (WithFailedRetry): exponential backoff with full jitter; a mirror loop is not retried.
+// (WithFailedRetry, or DefaultStorageRetry for a storage failure): exponential backoff
+// with full jitter; a mirror loop is not retried.
 func (r *reconciler) maybeScheduleFailedRetry() {
-	rc := r.m.opts.retry
+	rc := r.m.retryConfigFor(r.failCause)
 	if rc == nil || r.retryC != nil {
 		return
 	}
@@ -384,7 +403,7 @@ func (r *reconciler) maybeScheduleFailedRetry() {
 // scheduled when the coordinator was unavailable).
 func (r *reconciler) read() bool {
 	for attempt := 0; ; attempt++ {
-		res, err := r.mr.batch.read(r.ctx, coordinator.ReadPartition{TopicID: r.topicID, Partition: r.partition, LeaderEpoch: r.log.LeaderEpoch()})
+		res, err := r.mr.batch.read(r.ctx, coordinator.ReadPartition{TopicID: r.topicID, Partition: r.partition, LeaderEpoch: r.leaderEpoch()})
 		if err != nil {
 			if r.ctx.Err() == nil {
 				r.transientRetry()
@@ -418,7 +437,7 @@ func (r *reconciler) read() bool {
 // epoch. ev is the event that caused the move (its reason is stored for FAILED).
 func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOutcome {
 	wp := coordinator.WritePartition{TopicID: r.topicID, Partition: r.partition, State: to,
-		LeaderEpoch: r.log.LeaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: epoch.UndefinedEpoch, LastMirrorOffset: -1}
+		LeaderEpoch: r.leaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: epoch.UndefinedEpoch, LastMirrorOffset: -1}
 	reason := ""
 	var cause error
 	if e, ok := ev.(statemachine.Error); ok && to == statemachine.Failed {
@@ -450,6 +469,7 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 	if to == statemachine.Failed && cause != nil {
 		r.failCause = cause
 	}
+	r.pubRetry.Store(to == statemachine.Failed && r.willRetry())
 	if from != to {
 		if r.m.opts.events != nil {
 			r.m.opts.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
@@ -461,6 +481,16 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 		}
 	}
 	return writeOK
+}
+
+// willRetry reports whether a FAILED partition with the current cause is retried
+// automatically (maybeScheduleFailedRetry would arm the timer).
+func (r *reconciler) willRetry() bool {
+	rc := r.m.retryConfigFor(r.failCause)
+	if rc == nil || errors.Is(r.failCause, ErrMirrorLoop) {
+		return false
+	}
+	return rc.MaxAttempts <= 0 || r.attempts < rc.MaxAttempts
 }
 
 // attemptsReset clears the FAILED retry counter once the partition mirrors again.
@@ -487,7 +517,7 @@ func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resu
 	if to == statemachine.Stopping && resume {
 		p, err := r.readStopProgress()
 		if err != nil {
-			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err), Cause: err}
+			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err), Cause: r.storageCause(to.String(), err)}
 		}
 		r.stopProg = p
 	}
@@ -510,7 +540,7 @@ func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resu
 				r.m.log.Warn("mirror: cleanup of a FAILED partition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
 				continue
 			}
-			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err), Cause: err}
+			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err), Cause: r.storageCause(to.String(), err)}
 		}
 	}
 	switch to {
@@ -665,6 +695,14 @@ func (r *reconciler) findLMEAndTruncate() error {
 		"lme", lme, "offset", off, "full", full, "logEnd", end)
 	switch {
 	case full && (end > start || r.log.LatestEpoch() != epoch.UndefinedEpoch):
+		if end > start {
+			srcStart, err := r.mr.sourceLogStart(r.ctx, r.topic, r.partition)
+			if err != nil {
+				r.m.log.Warn("mirror: cannot read the source log start", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+				srcStart = -1
+			}
+			r.m.logFullTruncation("mirror: PREPARING truncates the destination log fully", r.mirror, r.topic, newFullTruncation(r.partition, start, end, srcStart))
+		}
 		if err := r.log.TruncateFullyAndStartAt(off); err != nil {
 			return err
 		}
@@ -676,52 +714,8 @@ func (r *reconciler) findLMEAndTruncate() error {
 	return r.raiseEpochToSource()
 }
 
-// lookupLME asks the Peer for the LME of this partition in the mirrors of the source
-// cluster that mirror from this cluster. -1 when there is none or no Peer.
+// lookupLME asks the Peer for the LME of this partition (mirrorRuntime.lookupLME),
+// retrying transient failures.
 func (r *reconciler) lookupLME() (int32, error) {
-	peer, err := r.mr.getPeer()
-	if err != nil || peer == nil {
-		return epoch.UndefinedEpoch, err
-	}
-	local := r.m.ClusterID()
-	bo := peerRetry(r.ctx)
-	ls, err := retryTransient(r.ctx, bo, func() ([]MirrorListing, error) {
-		return peer.ListClusterMirrors(r.ctx, ListFilter{SourceClusterIDs: []string{local}})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
-	}
-	var names []string
-	for _, l := range ls {
-		names = append(names, l.Name)
-	}
-	lme := epoch.UndefinedEpoch
-	if len(names) == 0 {
-		return lme, nil
-	}
-	ds, err := retryTransient(r.ctx, bo, func() ([]MirrorDescription, error) {
-		return peer.DescribeClusterMirrors(r.ctx, names, DescribeOptions{
-			TopicPartitions: map[string][]int32{r.topic: {r.partition}}, IncludeStates: true, ClusterID: local})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
-	}
-	for _, d := range ds {
-		for _, t := range d.Topics {
-			if t.Topic != r.topic {
-				continue
-			}
-			for _, p := range t.Partitions {
-				if p.Partition != r.partition {
-					continue
-				}
-				if p.State != statemachine.Stopped && p.State != statemachine.Unknown {
-					return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
-						ErrMirrorLoop, d.Name, r.topic, r.partition, p.State)
-				}
-				lme = max(lme, p.LastMirrorEpoch)
-			}
-		}
-	}
-	return lme, nil
+	return r.mr.lookupLME(r.ctx, r.topic, r.partition, peerRetry(r.ctx))
 }

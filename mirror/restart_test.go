@@ -203,7 +203,10 @@ func TestRestartDurableDefault(t *testing.T) {
 
 	produceTo(t, ctx, src, "run", 2, 15, "after")
 	produceTo(t, ctx, src, "paused", 1, 15, "after")
-	caughtUp(s, "run", 2)
+	for p := range int32(2) { // the source HW of a fetch before the produce must not pass for caught up
+		end := before.ends[TopicPartition{"run", p}] + 15
+		waitCond(t, ctx, s.m, "caught up after the restart", func() bool { return describeOn(t, s.m, "k", "run", p).DestinationOffset == end })
+	}
 	spec, ok := s.dest.Topic("run")
 	require.True(t, ok)
 	for p := range int32(2) {

@@ -104,6 +104,11 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 		}
 		metas = append(metas, TopicMeta{Name: topic, TopicID: st.TopicID, NumPartitions: st.Partitions})
 	}
+	// Said before it happens: what PREPARING will truncate fully (spec §6.3 step 5).
+	truncs := map[string][]FullTruncation{}
+	for _, t := range metas {
+		truncs[t.Name] = m.reportFullTruncations(ctx, mr, t.Name)
+	}
 	res, err := m.ctrl.StartTopics(ctx, name, metas, o.IncludePatterns, o.ExcludePatterns)
 	if err != nil {
 		return nil, err
@@ -112,6 +117,7 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 		if r.Err != nil {
 			continue
 		}
+		res[i].Truncations = truncs[r.Topic]
 		// Mirror partitions are read-only from now on (PREPARING asserts it again).
 		spec, _ := m.dest.Topic(r.Topic)
 		for p := int32(0); p < spec.Partitions; p++ {

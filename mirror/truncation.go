@@ -1,0 +1,187 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/epoch"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// FullTruncation reports, for one partition, a full truncation of its destination log
+// by PREPARING (spec §6.3 step 5) before it happens: the log [LogStart, LogEnd) is
+// emptied and mirrored again from the source's log start. The offsets below
+// SourceLogStart are gone from the source (its retention removed them), so the
+// truncation discards [LostFrom, LostTo) for good.
+type FullTruncation struct {
+	Partition int32
+	// LogStart and LogEnd bound the destination log that is truncated.
+	LogStart, LogEnd int64
+	// SourceLogStart is the source partition's log start offset (-1 when the source
+	// could not be asked).
+	SourceLogStart int64
+	// LostFrom and LostTo bound the offsets discarded for good:
+	// [LogStart, min(LogEnd, SourceLogStart)), empty when the source still has them all,
+	// the whole [LogStart, LogEnd) when SourceLogStart is unknown.
+	LostFrom, LostTo int64
+}
+
+// Lost is the number of offsets the truncation discards for good.
+func (f FullTruncation) Lost() int64 { return max(0, f.LostTo-f.LostFrom) }
+
+// newFullTruncation fills the lost range of a full truncation of [start, end). An
+// unknown source log start (-1) counts the whole range as lost: the report never
+// understates a loss.
+func newFullTruncation(p int32, start, end, srcStart int64) FullTruncation {
+	ft := FullTruncation{Partition: p, LogStart: start, LogEnd: end, SourceLogStart: srcStart, LostFrom: start, LostTo: start}
+	switch {
+	case srcStart < 0:
+		ft.LostTo = end
+	case srcStart > start:
+		ft.LostTo = min(end, srcStart)
+	}
+	return ft
+}
+
+// sourceLogStart asks the mirror's source for the log start offset of one partition,
+// retrying transient failures (a retriable error code, a refused connection) for a few
+// seconds.
+func (mr *mirrorRuntime) sourceLogStart(ctx context.Context, topic string, partition int32) (int64, error) {
+	src, _, err := mr.sources()
+	if err != nil {
+		return -1, err
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, 5*time.Second
+	return retryTransient(ctx, backoff.WithContext(b, ctx), func() (int64, error) {
+		res, err := src.ListOffsets(ctx, []fetcher.OffsetQuery{{Topic: topic, Partition: partition, CurrentLeaderEpoch: -1, Timestamp: fetcher.EarliestTimestamp}})
+		if err != nil {
+			return -1, err
+		}
+		if len(res) != 1 {
+			return -1, fmt.Errorf("mirror: list the log start offset of source partition %s-%d: %d answers: %w", topic, partition, len(res), fetcher.ErrProtocol)
+		}
+		if res[0].ErrorCode != 0 {
+			return -1, fmt.Errorf("mirror: list the log start offset of source partition %s-%d: %w", topic, partition, kerr.ErrorForCode(res[0].ErrorCode))
+		}
+		return res[0].Offset, nil
+	})
+}
+
+// predictFullTruncation returns the full truncation PREPARING will do on the
+// destination log l of one partition, or false when it keeps some of the log (an LME is
+// known) or the log is empty. The LME is looked up once, without retries: a failed
+// lookup returns its error (PREPARING retries it, and logs what it truncates).
+func (mr *mirrorRuntime) predictFullTruncation(ctx context.Context, topic string, partition int32, l fetcher.Log) (FullTruncation, bool, error) {
+	start, end := l.LogStartOffset(), l.LogEndOffset()
+	if end <= start {
+		return FullTruncation{}, false, nil
+	}
+	lme, err := mr.lookupLME(ctx, topic, partition, backoff.WithContext(&backoff.StopBackOff{}, ctx))
+	if err != nil {
+		return FullTruncation{}, false, err
+	}
+	if _, full := epoch.LMETruncationOffset(l.Epochs(), start, end, lme); !full {
+		return FullTruncation{}, false, nil
+	}
+	srcStart, err := mr.sourceLogStart(ctx, topic, partition)
+	if err != nil {
+		return newFullTruncation(partition, start, end, -1), true, err
+	}
+	return newFullTruncation(partition, start, end, srcStart), true, nil
+}
+
+// reportFullTruncations is StartMirrorTopics' warning, before the desired state
+// changes: for every partition of topic with data, what PREPARING will truncate fully
+// and what of it the source no longer has. Problems asking are logged, not fatal (the
+// partition's PREPARING logs the truncation it does).
+func (m *Mirror) reportFullTruncations(ctx context.Context, mr *mirrorRuntime, topic string) []FullTruncation {
+	spec, ok := m.dest.Topic(topic)
+	if !ok {
+		return nil
+	}
+	var out []FullTruncation
+	for p := int32(0); p < spec.Partitions; p++ {
+		l, err := m.dest.Log(topic, p)
+		if err != nil {
+			continue // the reconciler fails the partition with the cause; nothing is truncated
+		}
+		ft, full, err := mr.predictFullTruncation(ctx, topic, p, l)
+		if err != nil {
+			m.log.Warn("mirror: cannot tell what the start will truncate", "mirror", mr.name, "topic", topic, "partition", p, "err", err)
+		}
+		if !full {
+			continue
+		}
+		out = append(out, ft)
+		m.logFullTruncation("mirror: start will truncate the destination log fully", mr.name, topic, ft)
+	}
+	return out
+}
+
+// logFullTruncation logs a full truncation: a warning naming the offsets lost for good
+// when there are any.
+func (m *Mirror) logFullTruncation(msg, mirror, topic string, ft FullTruncation) {
+	attrs := []any{"mirror", mirror, "topic", topic, "partition", ft.Partition, "logStart", ft.LogStart, "logEnd", ft.LogEnd,
+		"sourceLogStart", ft.SourceLogStart, "lostFrom", ft.LostFrom, "lostTo", ft.LostTo, "lost", ft.Lost()}
+	if ft.Lost() > 0 {
+		m.log.Warn(msg+"; the source no longer has some of these offsets: they are discarded for good", attrs...)
+		return
+	}
+	m.log.Info(msg, attrs...)
+}
+
+// lookupLME asks the Peer for the LME of one partition in the mirrors of the source
+// cluster that mirror from this cluster, retrying transient failures with bo. -1 when
+// there is none or no Peer.
+func (mr *mirrorRuntime) lookupLME(ctx context.Context, topic string, partition int32, bo backoff.BackOffContext) (int32, error) {
+	peer, err := mr.getPeer()
+	if err != nil || peer == nil {
+		return epoch.UndefinedEpoch, err
+	}
+	local := mr.m.ClusterID()
+	ls, err := retryTransient(ctx, bo, func() ([]MirrorListing, error) {
+		return peer.ListClusterMirrors(ctx, ListFilter{SourceClusterIDs: []string{local}})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
+	}
+	var names []string
+	for _, l := range ls {
+		names = append(names, l.Name)
+	}
+	lme := epoch.UndefinedEpoch
+	if len(names) == 0 {
+		return lme, nil
+	}
+	ds, err := retryTransient(ctx, bo, func() ([]MirrorDescription, error) {
+		return peer.DescribeClusterMirrors(ctx, names, DescribeOptions{
+			TopicPartitions: map[string][]int32{topic: {partition}}, IncludeStates: true, ClusterID: local})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
+	}
+	for _, d := range ds {
+		for _, t := range d.Topics {
+			if t.Topic != topic {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if p.Partition != partition {
+					continue
+				}
+				if p.State != statemachine.Stopped && p.State != statemachine.Unknown {
+					return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
+						ErrMirrorLoop, d.Name, topic, partition, p.State)
+				}
+				lme = max(lme, p.LastMirrorEpoch)
+			}
+		}
+	}
+	return lme, nil
+}
