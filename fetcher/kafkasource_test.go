@@ -290,7 +290,7 @@ func TestKafkaCorruptBatchFailsOnlyItsPartition(t *testing.T) {
 	// one byte of its second batch flipped on the way out.
 	script := memLog(t, 0)
 	p0 := sourceBatches(t, prod, c, "crc", records.UUID{}, 0)
-	require.Len(t, p0, 3)
+	require.GreaterOrEqual(t, len(p0), 3, "three produce calls; a loaded producer may split one into two batches")
 	for _, b := range p0 {
 		require.NoError(t, script.Append(b))
 	}

@@ -1040,9 +1040,20 @@ func checkAndAppend(ps *partState, req FetchPartition, r FetchResult) appendOutc
 			continue // a whole batch below the fetch offset (compacted source)
 		}
 		if b.BaseOffset() < next {
-			out.stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(),
-				Reason: fmt.Sprintf("base offset %d overlaps the expected offset %d", b.BaseOffset(), next)}
-			break
+			if start >= 0 || !startsInsideFirstBatch(ps.log, next) {
+				out.stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: b.BaseOffset(),
+					Reason: fmt.Sprintf("base offset %d overlaps the expected offset %d", b.BaseOffset(), next)}
+				break
+			}
+			// The source's log start fell inside this batch (retention or DeleteRecords
+			// cut mid-batch) and the log is empty at it: start the log at the batch's base
+			// offset and keep the whole batch, as Kafka's follower does on an
+			// UnexpectedAppendOffsetException. Nothing is dropped: the log held nothing.
+			if err := ps.log.TruncateFullyAndStartAt(b.BaseOffset()); err != nil {
+				out.appendErr = err
+				return out
+			}
+			next = b.BaseOffset()
 		}
 		if r.HighWatermark >= 0 && b.BaseOffset() >= r.HighWatermark {
 			break // never above the high watermark
@@ -1082,6 +1093,12 @@ func checkAndAppend(ps *partState, req FetchPartition, r FetchResult) appendOutc
 	}
 	out.partial = out.appended == 0 && it.Partial() && len(r.Records) > 0
 	return out
+}
+
+// startsInsideFirstBatch reports whether l is empty at offset next, so the first fetched
+// batch may begin below it.
+func startsInsideFirstBatch(l Log, next int64) bool {
+	return l.LogStartOffset() == next && l.LogEndOffset() == next
 }
 
 // appended reports what checkAndAppend did with ps's data and sets the

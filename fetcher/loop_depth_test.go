@@ -95,6 +95,9 @@ func TestFetcherChainedFetchesKeepStackFlat(t *testing.T) {
 	defer src.mu.Unlock()
 	require.GreaterOrEqual(t, src.fetches, n)
 	t.Logf("%d fetches, stack depth %d..%d frames, up to %d fetches by one goroutine", src.fetches, src.minDepth, src.maxDepth, src.maxPerGoro)
-	require.Greater(t, src.maxPerGoro, n/10, "fetches are chained by the goroutine of the fetch before them")
+	// A chain of 64 fetches on one goroutine is enough to prove the point (a recursive
+	// chain would be 64 frames deeper) and is reached even on a loaded machine, where
+	// the scheduler breaks chains more often.
+	require.Greater(t, src.maxPerGoro, 64, "fetches are chained by the goroutine of the fetch before them")
 	require.LessOrEqual(t, src.maxDepth-src.minDepth, 2, "the stack grows with chained fetches")
 }
