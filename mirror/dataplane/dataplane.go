@@ -217,6 +217,8 @@ var apis = []api{
 	{kmsg.AddOffsetsToTxn, 0, 4, (*DataPlane).addOffsetsToTxn},
 	{kmsg.EndTxn, 0, 4, (*DataPlane).endTxn},
 	{kmsg.TxnOffsetCommit, 0, 4, (*DataPlane).txnOffsetCommit},
+	{kmsg.DescribeTransactions, 0, 0, (*DataPlane).describeTransactions},
+	{kmsg.ListTransactions, 0, 1, (*DataPlane).listTransactions},
 	{kmsg.OffsetForLeaderEpoch, 2, 4, (*DataPlane).offsetForLeaderEpoch},
 }
 

@@ -20,8 +20,8 @@
 //     partitions with READ_ONLY_TOPIC, with idempotent-producer sequence
 //     checks and InitProducerId;
 //   - transactional producers as kgo and the Java client use them by
-//     default (transaction version 1: explicit AddPartitionsToTxn): see
-//     Transactions below;
+//     default (transaction version 1: explicit AddPartitionsToTxn), with
+//     ListTransactions and DescribeTransactions: see Transactions below;
 //   - CreateTopics for plain topics;
 //   - FindCoordinator (groups and transactions), OffsetCommit, OffsetFetch,
 //     ListGroups, DescribeGroups over mirror.GroupOffsets (offsets only: no

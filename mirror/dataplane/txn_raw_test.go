@@ -300,3 +300,35 @@ func TestTxnOrphanAbortedAfterRestart(t *testing.T) {
 	require.Equal(t, int16(49), x.produce("t", 0, 2, 1).ErrorCode)
 	require.Equal(t, int64(3), l.LogEndOffset())
 }
+
+// TestTxnListDescribe: ListTransactions (state and producer filters,
+// unknown states) and DescribeTransactions (partitions, unknown id).
+func TestTxnListDescribe(t *testing.T) {
+	s := startSite(t, Config{})
+	s.topic(t, "t", 2)
+	a := &rawTxn{t: t, dp: s.dp, id: "a"}
+	b := &rawTxn{t: t, dp: s.dp, id: "b"}
+	require.Equal(t, int16(0), a.init())
+	require.Equal(t, int16(0), b.init())
+	require.Equal(t, []int16{0, 0}, a.add("t", 1, 0))
+
+	lt := kmsg.NewPtrListTransactionsRequest()
+	lt.Version, lt.StateFilters = 1, []string{"Ongoing", "Bogus"}
+	lr := serve[*kmsg.ListTransactionsResponse](t, s.dp, lt)
+	require.Equal(t, []string{"Bogus"}, lr.UnknownStateFilters)
+	require.Len(t, lr.TransactionStates, 1)
+	require.Equal(t, [2]string{"a", "Ongoing"}, [2]string{lr.TransactionStates[0].TransactionalID, lr.TransactionStates[0].TransactionState})
+	lt.StateFilters, lt.ProducerIDFilters = nil, []int64{b.pid}
+	lr = serve[*kmsg.ListTransactionsResponse](t, s.dp, lt)
+	require.Len(t, lr.TransactionStates, 1)
+	require.Equal(t, [2]string{"b", "Empty"}, [2]string{lr.TransactionStates[0].TransactionalID, lr.TransactionStates[0].TransactionState})
+
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{"a", "zzz"}
+	dr := serve[*kmsg.DescribeTransactionsResponse](t, s.dp, dt)
+	require.Equal(t, int16(0), dr.TransactionStates[0].ErrorCode)
+	require.Equal(t, "Ongoing", dr.TransactionStates[0].State)
+	require.Equal(t, int32(60000), dr.TransactionStates[0].TimeoutMillis)
+	require.Equal(t, []int32{0, 1}, dr.TransactionStates[0].Topics[0].Partitions)
+	require.Equal(t, int16(105), dr.TransactionStates[1].ErrorCode)
+}
