@@ -84,6 +84,19 @@ type Config struct {
 	// NewTopicID returns the id of a topic CreateTopics makes; nil uses a
 	// random UUID.
 	NewTopicID func() records.UUID
+	// MaxTransactionTimeout bounds the timeout a transactional producer may
+	// ask for; 0 means DefaultMaxTransactionTimeout.
+	MaxTransactionTimeout time.Duration
+	// TransactionCheckInterval: see DefaultTransactionCheckInterval; 0
+	// means the default.
+	TransactionCheckInterval time.Duration
+	// OrphanTransactionTimeout: see DefaultOrphanTransactionTimeout; 0
+	// means the default.
+	OrphanTransactionTimeout time.Duration
+	// OnTxnAbort, when set, is called for every ABORT marker the site
+	// writes on its own initiative (a fenced, timed-out or orphaned
+	// transaction), from the goroutine that wrote it; it must not block.
+	OnTxnAbort func(TxnAbort)
 }
 
 // DataPlane serves a Destination over the Kafka protocol; see the package
@@ -99,6 +112,13 @@ type DataPlane struct {
 
 	partsMu sync.Mutex
 	parts   map[mirror.TopicPartition]*partProducers
+
+	coord     *coordinator
+	checkMu   sync.Mutex              // serializes checkTransactions
+	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
+	closing   chan struct{}
+	checkDone chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a DataPlane over cfg.Destination.
@@ -108,9 +128,13 @@ func New(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("%w: nil Destination", ErrConfig)
 	case cfg.AdvertisedHost == "" || cfg.AdvertisedPort <= 0:
 		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
-	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0 || cfg.FirstProducerID < 0:
+	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0 || cfg.FirstProducerID < 0,
+		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	}
+	cfg.MaxTransactionTimeout = orDefault(cfg.MaxTransactionTimeout, DefaultMaxTransactionTimeout)
+	cfg.TransactionCheckInterval = orDefault(cfg.TransactionCheckInterval, DefaultTransactionCheckInterval)
+	cfg.OrphanTransactionTimeout = orDefault(cfg.OrphanTransactionTimeout, DefaultOrphanTransactionTimeout)
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
@@ -137,9 +161,28 @@ func New(cfg Config) (*DataPlane, error) {
 		w = DestinationWriter(cfg.Destination)
 	}
 	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, wake: make(chan struct{}),
-		parts: map[mirror.TopicPartition]*partProducers{}}
+		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
+		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	dp.nextPID.Store(cfg.FirstProducerID)
+	go dp.checkLoop()
 	return dp, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Close stops the transaction check loop (timeouts and orphans are no
+// longer aborted) and waits for it. The DataPlane must not serve requests
+// afterwards; the Destination stays open (it is the host's). Calling Close
+// again returns nil.
+func (dp *DataPlane) Close() error {
+	dp.closeOnce.Do(func() { close(dp.closing) })
+	<-dp.checkDone
+	return nil
 }
 
 func randomTopicID() records.UUID {
@@ -170,6 +213,12 @@ var apis = []api{
 	{kmsg.ListGroups, 0, 5, (*DataPlane).listGroups},
 	{kmsg.CreateTopics, 2, 7, (*DataPlane).createTopics},
 	{kmsg.InitProducerID, 0, 4, (*DataPlane).initProducerID},
+	{kmsg.AddPartitionsToTxn, 0, 5, (*DataPlane).addPartitionsToTxn},
+	{kmsg.AddOffsetsToTxn, 0, 4, (*DataPlane).addOffsetsToTxn},
+	{kmsg.EndTxn, 0, 4, (*DataPlane).endTxn},
+	{kmsg.TxnOffsetCommit, 0, 4, (*DataPlane).txnOffsetCommit},
+	{kmsg.DescribeTransactions, 0, 0, (*DataPlane).describeTransactions},
+	{kmsg.ListTransactions, 0, 1, (*DataPlane).listTransactions},
 	{kmsg.OffsetForLeaderEpoch, 2, 4, (*DataPlane).offsetForLeaderEpoch},
 }
 

@@ -172,6 +172,7 @@ func TestIdempotentSequences(t *testing.T) {
 	// A new data plane (a restart) rebuilds the state from the log.
 	dp2, err := New(Config{Destination: s.dst, AdvertisedHost: "h", AdvertisedPort: 1})
 	require.NoError(t, err)
+	defer func() { require.NoError(t, dp2.Close()) }()
 	r, err := dp2.Serve(context.Background(), produceReq("t", 0, dataBatch(t, 0, 0, 2, pid, 3, false)))
 	require.NoError(t, err)
 	require.Equal(t, int64(3), r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].BaseOffset)
@@ -192,12 +193,6 @@ func TestIdempotentSequences(t *testing.T) {
 	require.Equal(t, int16(0), send1(1, 0))
 	require.Equal(t, int16(47), send1(0, 5)) // the old epoch is fenced
 	require.Equal(t, int64(6), s.log(t, "t", 0).LogEndOffset())
-	txnID := "tx"
-	ireq = kmsg.NewPtrInitProducerIDRequest()
-	ireq.TransactionalID, ireq.Version = &txnID, 4
-	ir, err := s.dp.Serve(context.Background(), ireq) // kgo would look for a transaction coordinator first
-	require.NoError(t, err)
-	require.Equal(t, int16(admin.CodeInvalidRequest), ir.(*kmsg.InitProducerIDResponse).ErrorCode)
 }
 
 // TestFetchLeaderRules: unknown topic id, stale and future leader epochs,

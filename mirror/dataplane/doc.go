@@ -19,16 +19,51 @@
 //   - Produce (acks 0, 1, all) through a Writer, which refuses read-only
 //     partitions with READ_ONLY_TOPIC, with idempotent-producer sequence
 //     checks and InitProducerId;
+//   - transactional producers as kgo and the Java client use them by
+//     default (transaction version 1: explicit AddPartitionsToTxn), with
+//     ListTransactions and DescribeTransactions: see Transactions below;
 //   - CreateTopics for plain topics;
-//   - FindCoordinator, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups
-//     over mirror.GroupOffsets (offsets only: no group membership).
+//   - FindCoordinator (groups and transactions), OffsetCommit, OffsetFetch,
+//     ListGroups, DescribeGroups over mirror.GroupOffsets (offsets only: no
+//     group membership).
 //
-// Transactional producers are not served yet: InitProducerId with a
-// transactional id and transactional Produce batches are refused.
+// # Transactions
+//
+// The node is the transaction coordinator of every transactional id.
+// InitProducerId with an id hands out a producer id at epoch 0, then the
+// next epoch on every call, which fences older producers of the id
+// (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH on Produce); an open transaction
+// is aborted at the bumped epoch first. AddPartitionsToTxn (v0-v3, and v4+
+// batched with VerifyOnly), AddOffsetsToTxn and TxnOffsetCommit build the
+// transaction; a transactional Produce must come from the id's current
+// producer and epoch, to a partition added to its Ongoing transaction, and
+// passes the idempotent sequence checks. EndTxn writes a COMMIT or ABORT
+// marker (fetcher.WriteTxnMarker) into every partition the transaction
+// wrote to, then commits the staged group offsets through
+// mirror.GroupOffsets (commit only), all before it answers; a write error
+// leaves the id in PrepareCommit/PrepareAbort, answered
+// CONCURRENT_TRANSACTIONS, and the client's retry or the check loop resumes
+// it. A check loop (Config.TransactionCheckInterval) aborts, fencing the
+// producer, every transaction open longer than its timeout.
+//
+// Durability: coordinator state is kept in memory only. After a restart a
+// transaction left open in a writable log has no coordinator state and can
+// never be ended by its producer (its every request is refused for want of
+// the id's state), so the check loop aborts it, with its own producer id and
+// epoch, once it has been seen open for Config.OrphanTransactionTimeout;
+// read-only (mirror) partitions are skipped, their transactions are the
+// source's. Config.OnTxnAbort reports every abort the site makes on its own.
+// The cost of keeping no coordinator log: a crash in the middle of an
+// EndTxn commit that spans several partitions leaves the partitions already
+// marked committed and the others are aborted after the restart; and a
+// crash between the markers and the offset commit loses the staged offsets
+// (consumers then re-read, they never skip).
 //
 // # Concurrency
 //
 // A DataPlane is safe for concurrent use; the admin server calls it from one
 // goroutine per connection. Produce serializes per partition (sequence check
-// and append are one step); reads take no data-plane lock.
+// and append are one step); reads take no data-plane lock. Each
+// transactional id serializes its coordinator requests. New starts the
+// transaction check loop; Close stops it.
 package dataplane

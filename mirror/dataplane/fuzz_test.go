@@ -39,6 +39,7 @@ func fuzzPlane(f *testing.F) *DataPlane {
 	if err != nil {
 		f.Fatal(err)
 	}
+	f.Cleanup(func() { _ = dp.Close() })
 	return dp
 }
 

@@ -22,16 +22,26 @@ func (dp *DataPlane) groups() mirror.GroupOffsets {
 	return g
 }
 
-// findCoordinator serves FindCoordinator: this node coordinates every group
-// (when the destination stores group offsets); transaction coordinators are
-// not served.
+// Coordinator types of FindCoordinator.
+const (
+	coordinatorGroup       int8 = 0
+	coordinatorTransaction int8 = 1
+)
+
+// findCoordinator serves FindCoordinator: this node coordinates every
+// transactional id, and every group when the destination stores group
+// offsets.
 func (dp *DataPlane) findCoordinator(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	answer := func(key string) (code int16, msg string) {
 		switch {
-		case r.CoordinatorType != 0:
-			return int16(admin.CodeCoordinatorNotAvailable), "transaction coordinators are not served"
+		case r.CoordinatorType == coordinatorTransaction && key == "":
+			return int16(admin.CodeInvalidRequest), "empty transactional id"
+		case r.CoordinatorType == coordinatorTransaction:
+			return 0, ""
+		case r.CoordinatorType != coordinatorGroup:
+			return int16(admin.CodeInvalidRequest), "unknown coordinator type"
 		case dp.groups() == nil:
 			return int16(admin.CodeCoordinatorNotAvailable), "this destination keeps no group offsets"
 		case key == "":

@@ -35,6 +35,7 @@ func startSite(t *testing.T, cfg Config) *site {
 	cfg.AdvertisedHost, cfg.AdvertisedPort = "127.0.0.1", int32(ln.Addr().(*net.TCPAddr).Port)
 	dp, err := New(cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dp.Close()) })
 	srv, err := admin.NewServer(admin.ServerConfig{Handler: admin.UnimplementedHandler{}, Extra: dp.APIs()})
 	require.NoError(t, err)
 	done := make(chan error, 1)

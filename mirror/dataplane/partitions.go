@@ -11,17 +11,23 @@ import (
 // Kafka protocol error codes the data plane answers that fetcher and admin do
 // not name.
 const (
-	codeCorruptMessage           int16 = 2
-	codeMessageTooLarge          int16 = 10
-	codeInvalidRequiredAcks      int16 = 21
-	codeUnknownMemberID          int16 = 25
-	codeOutOfOrderSequence       int16 = 45
-	codeInvalidProducerEpoch     int16 = 47
-	codeInvalidTxnState          int16 = 48
-	codeUnsupportedForMessageFmt int16 = 43
-	codeFetchSessionIDNotFound   int16 = 70
-	codeInvalidRecord            int16 = 87
-	codeKafkaStorageError              = fetcher.CodeKafkaStorageError
+	codeCorruptMessage            int16 = 2
+	codeMessageTooLarge           int16 = 10
+	codeInvalidRequiredAcks       int16 = 21
+	codeUnknownMemberID           int16 = 25
+	codeOutOfOrderSequence        int16 = 45
+	codeInvalidProducerEpoch      int16 = 47
+	codeInvalidTxnState           int16 = 48
+	codeUnsupportedForMessageFmt  int16 = 43
+	codeFetchSessionIDNotFound    int16 = 70
+	codeInvalidRecord             int16 = 87
+	codeInvalidProducerIDMapping  int16 = 49
+	codeInvalidTransactionTimeout int16 = 50
+	codeConcurrentTransactions    int16 = 51
+	codeOperationNotAttempted     int16 = 55
+	codeProducerFenced            int16 = 90
+	codeTransactionAbortable      int16 = 120
+	codeKafkaStorageError               = fetcher.CodeKafkaStorageError
 )
 
 // partition is a resolved topic partition of the destination.

@@ -33,7 +33,7 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 			case !ok:
 				p.ErrorCode = fetcher.CodeUnknownTopicOrPartition
 			default:
-				p.ErrorCode, msg = dp.produceOne(ctx, spec, r.TransactionID != nil, rp, &p)
+				p.ErrorCode, msg = dp.produceOne(ctx, spec, r.TransactionID, rp, &p)
 			}
 			if msg != "" && r.Version >= 8 {
 				p.ErrorMessage = &msg
@@ -51,7 +51,7 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 // validateBatches checks that recs is one or more whole, CRC-valid v2 data
 // batches within the size limit, as a leader does before appending
 // (LogValidator); it returns them, or a Kafka code and a message.
-func (dp *DataPlane) validateBatches(recs []byte, transactional bool) ([]records.Batch, int16, string) {
+func (dp *DataPlane) validateBatches(recs []byte) ([]records.Batch, int16, string) {
 	if len(recs) > dp.cfg.MaxMessageBytes {
 		return nil, codeMessageTooLarge, "records exceed the message size limit"
 	}
@@ -76,8 +76,8 @@ func (dp *DataPlane) validateBatches(recs []byte, transactional bool) ([]records
 			return nil, codeInvalidRecord, "clients may not write control batches"
 		case b.LastOffsetDelta() < 0 || b.NumRecords() != b.LastOffsetDelta()+1:
 			return nil, codeInvalidRecord, "record count does not match the last offset delta"
-		case a.IsTransactional() || transactional:
-			return nil, codeInvalidTxnState, "transactional produce is not served"
+		case a.IsTransactional() && b.ProducerID() < 0:
+			return nil, codeInvalidRecord, "transactional batch without a producer id"
 		case b.ProducerID() >= 0 && b.BaseSequence() < 0:
 			return nil, codeInvalidRecord, "idempotent batch without a sequence"
 		}
@@ -88,21 +88,29 @@ func (dp *DataPlane) validateBatches(recs []byte, transactional bool) ([]records
 }
 
 // produceOne appends one partition's batches through the Writer after the
-// validation and sequence checks.
-func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, transactional bool, rp kmsg.ProduceRequestTopicPartition, p *kmsg.ProduceResponseTopicPartition) (int16, string) {
+// validation, transaction (txn_produce.go) and sequence checks.
+func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, txnID *string, rp kmsg.ProduceRequestTopicPartition, p *kmsg.ProduceResponseTopicPartition) (int16, string) {
 	part, code := dp.resolve(spec, rp.Partition)
 	if code != fetcher.CodeNone {
 		return code, ""
 	}
-	batches, code, msg := dp.validateBatches(rp.Records, transactional)
+	batches, code, msg := dp.validateBatches(rp.Records)
 	if code != fetcher.CodeNone {
 		return code, msg
 	}
-	pp := dp.producersOf(mirror.TopicPartition{Topic: spec.Name, Partition: rp.Partition})
+	tp := mirror.TopicPartition{Topic: spec.Name, Partition: rp.Partition}
+	pp := dp.producersOf(tp)
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if err := pp.load(part.log); err != nil {
 		return codeKafkaStorageError, err.Error()
+	}
+	e, code, msg := dp.txnCheck(txnID, tp, batches)
+	if code != fetcher.CodeNone {
+		return code, msg
+	}
+	if e != nil {
+		defer e.mu.Unlock() // held across the append: an EndTxn cannot prepare in between
 	}
 	inReq := map[int64]int32{} // producer -> last sequence of its earlier batch in this request
 	for i, b := range batches {

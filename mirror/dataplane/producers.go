@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
@@ -130,15 +129,16 @@ func (pp *partProducers) check(b records.Batch) (dup int64, code int16) {
 	return -1, fetcher.CodeNone
 }
 
-// initProducerID serves InitProducerId for idempotent producers: a fresh id
-// at epoch 0, or (v3+, KIP-360) the same id at the next epoch when the
-// producer passes its current one. Transactional ids are not served.
+// initProducerID serves InitProducerId. For an idempotent producer: a fresh
+// id at epoch 0, or (v3+, KIP-360) the same id at the next epoch when the
+// producer passes its current one. A transactional id goes to the
+// transaction coordinator (initTxnProducer).
 func (dp *DataPlane) initProducerID(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		resp.ErrorCode = int16(admin.CodeInvalidRequest) // transactions are not served yet
+		dp.initTxnProducer(r, resp)
 		return resp, nil
 	}
 	if r.Version >= 3 && r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {

@@ -1,0 +1,58 @@
+package dataplane
+
+import (
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/records"
+)
+
+// txnCheck validates one partition's batches against the transaction
+// coordinator. Without a transactional id every batch must be
+// non-transactional (INVALID_TXN_STATE: a transaction no coordinator knows
+// could never be ended). With one, every batch must be transactional
+// (INVALID_RECORD) and of the id's current producer id
+// (INVALID_PRODUCER_ID_MAPPING) and epoch (INVALID_PRODUCER_EPOCH), in an
+// Ongoing transaction the partition was added to (INVALID_TXN_STATE). On
+// success with an id, the entry is returned with e.mu held and the partition
+// recorded as written (it gets a marker even if the append fails part way:
+// a marker where nothing is open is skipped); the caller unlocks after the
+// append. Called with the partition's producer-state mutex held.
+func (dp *DataPlane) txnCheck(txnID *string, tp mirror.TopicPartition, batches []records.Batch) (*txnEntry, int16, string) {
+	if txnID == nil {
+		for _, b := range batches {
+			if b.Attributes().IsTransactional() {
+				return nil, codeInvalidTxnState, "transactional batch in a produce without a transactional id"
+			}
+		}
+		return nil, fetcher.CodeNone, ""
+	}
+	for _, b := range batches {
+		switch {
+		case !b.Attributes().IsTransactional():
+			return nil, codeInvalidRecord, "non-transactional batch in a transactional produce"
+		case b.ProducerID() != batches[0].ProducerID() || b.ProducerEpoch() != batches[0].ProducerEpoch():
+			return nil, codeInvalidRecord, "batches of several producers in one transactional produce"
+		}
+	}
+	e := dp.coord.get(*txnID)
+	if e == nil {
+		return nil, codeInvalidProducerIDMapping, "unknown transactional id"
+	}
+	e.mu.Lock()
+	pid, epoch := batches[0].ProducerID(), batches[0].ProducerEpoch()
+	code, msg := fetcher.CodeNone, ""
+	switch {
+	case pid != e.pid:
+		code, msg = codeInvalidProducerIDMapping, "producer id is not the transactional id's"
+	case epoch != e.epoch:
+		code, msg = codeInvalidProducerEpoch, "producer epoch is not the transactional id's current one"
+	case e.state != txnOngoing || !e.parts[tp]:
+		code, msg = codeInvalidTxnState, "partition not added to an ongoing transaction"
+	}
+	if code != fetcher.CodeNone {
+		e.mu.Unlock()
+		return nil, code, msg
+	}
+	e.data[tp] = true
+	return e, fetcher.CodeNone, ""
+}
