@@ -331,9 +331,15 @@ func (r *run) checkAll() error {
 			}
 			// Spec §7.3 rule 1: a batch whose epoch is above the local leader epoch is
 			// never appended (EPOCH_FENCING bumps the epoch first).
-			if le, latest := l.LeaderEpoch(), l.LatestEpoch(); latest > le {
+			le, latest := l.LeaderEpoch(), l.LatestEpoch()
+			if latest > le {
 				return violation("epoch-fencing", "%s %s-%d holds a batch of leader epoch %d above its leader epoch %d", s.name, topic, p, latest, le)
 			}
+			k := [2]int{s.idx, int(p)}
+			if prev, ok := r.le[k]; ok && le < prev {
+				return violation("leader-epoch-durable", "%s %s-%d: leader epoch went down from %d to %d", s.name, topic, p, prev, le)
+			}
+			r.le[k] = le
 			up := s.mirror() != nil
 			switch {
 			case s.idx == r.primary && s.dest.ReadOnly(topic, p):
@@ -346,7 +352,7 @@ func (r *run) checkAll() error {
 			return err
 		}
 	}
-	return nil
+	return r.checkModel()
 }
 
 // checkStateEpochs reads every partition state of every mirror of s and checks that

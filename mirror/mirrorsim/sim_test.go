@@ -202,11 +202,11 @@ func TestNewValidates(t *testing.T) {
 func TestLogFactory(t *testing.T) {
 	var mu sync.Mutex
 	made := map[string]int{}
-	s, err := New(Options{Sites: 3, Partitions: 2, Steps: 10, LogFactory: func(site, topic string, p int32) fetcher.Log {
+	s, err := New(Options{Sites: 3, Partitions: 2, Steps: 10, LogFactory: func(spec LogSpec) (fetcher.Log, error) {
 		mu.Lock()
-		made[site]++
+		made[spec.Site]++
 		mu.Unlock()
-		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{})
+		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{}), nil
 	}})
 	require.NoError(t, err)
 	require.NoError(t, s.Run(42))
@@ -229,8 +229,8 @@ func TestSimUnflushedLogs(t *testing.T) {
 	if testing.Short() {
 		n = 30
 	}
-	s, err := New(Options{LogFactory: func(string, string, int32) fetcher.Log {
-		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{})
+	s, err := New(Options{LogFactory: func(LogSpec) (fetcher.Log, error) {
+		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{}), nil
 	}})
 	require.NoError(t, err)
 	require.NoError(t, runParallel(t, s, 1, n, runtime.GOMAXPROCS(0), &stats{}))
@@ -254,6 +254,7 @@ var traceKinds = []struct{ name, match string }{
 	{"ownership change", "now owned with epoch"},
 	{"stale write refused", ": FENCED_"},
 	{"pause/resume", "pause and resume"},
+	{"client write to a mirror refused", "client write to mirror"},
 }
 
 func tally(st *stats, trace []string) {
