@@ -30,31 +30,41 @@ type batchView struct {
 // non-decreasing leader epochs.
 func readLog(l fetcher.Log) ([]batchView, []byte, error) {
 	start, end := l.LogStartOffset(), l.LogEndOffset()
-	if end <= start {
-		return nil, nil, nil
-	}
-	buf, err := l.Read(start, math.MaxInt32)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mirrorsim: read log: %w", err)
-	}
 	var out []batchView
-	it := records.NewIterator(buf)
-	for it.Next() {
-		b := it.Batch()
-		v := batchView{base: b.BaseOffset(), next: b.NextOffset(), epoch: b.PartitionLeaderEpoch(), raw: b}
-		if b.Attributes().IsControl() {
-			v.control = true
-			if rs, err := b.Records(); err == nil && len(rs) == 1 && len(rs[0].Key) >= 4 &&
-				records.ControlType(binary.BigEndian.Uint16(rs[0].Key[2:])) == records.ControlMirrorPIDReset {
-				v.pidReset = true
-			}
+	var all []byte
+	// A Read may stop early (at a segment end): read on from the end of the last batch.
+	for off := start; off < end; {
+		buf, err := l.Read(off, math.MaxInt32)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mirrorsim: read log at %d: %w", off, err)
 		}
-		out = append(out, v)
+		if len(buf) == 0 {
+			break
+		}
+		it := records.NewIterator(buf)
+		n := len(out)
+		for it.Next() {
+			out = append(out, viewOf(it.Batch()))
+		}
+		if it.Err() != nil || it.Partial() || len(out) == n {
+			return nil, nil, violation("log-well-formed", "unreadable log at %d: err %v, partial %v", off, it.Err(), it.Partial())
+		}
+		all = append(all, buf...)
+		off = out[len(out)-1].next
 	}
-	if it.Err() != nil || it.Partial() {
-		return nil, nil, violation("log-well-formed", "unreadable log: err %v, partial %v", it.Err(), it.Partial())
+	return out, all, nil
+}
+
+func viewOf(b records.Batch) batchView {
+	v := batchView{base: b.BaseOffset(), next: b.NextOffset(), epoch: b.PartitionLeaderEpoch(), raw: b}
+	if b.Attributes().IsControl() {
+		v.control = true
+		if rs, err := b.Records(); err == nil && len(rs) == 1 && len(rs[0].Key) >= 4 &&
+			records.ControlType(binary.BigEndian.Uint16(rs[0].Key[2:])) == records.ControlMirrorPIDReset {
+			v.pidReset = true
+		}
 	}
-	return out, buf, nil
+	return v
 }
 
 // checkWellFormed checks a log's batches: no overlap, non-decreasing epochs, the last

@@ -81,6 +81,7 @@ func runParallel(t *testing.T, s *Sim, from uint64, n, par int, st *stats) error
 }
 
 func TestSimSeeds(t *testing.T) {
+	t.Parallel() // alongside the disk-bound FileLog simulations
 	n := *flagSeeds
 	if testing.Short() {
 		n = min(n, 100)
