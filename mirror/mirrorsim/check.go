@@ -25,10 +25,25 @@ type batchView struct {
 	raw        []byte
 }
 
-// readLog returns every batch of l and their concatenated bytes. It also checks that
-// the log is well formed: contiguous batches from LogStartOffset to LogEndOffset with
-// non-decreasing leader epochs.
+// readLog returns every batch of l and their concatenated bytes, read as one snapshot
+// (a watchedLog is held exclusively: a Read may stop at a segment end, and the log must
+// not change between the Reads). It also checks that the batches parse.
 func readLog(l fetcher.Log) ([]batchView, []byte, error) {
+	if w, ok := l.(*watchedLog); ok {
+		var bs []batchView
+		var raw []byte
+		err := w.exclusive(func(in fetcher.Log) error {
+			var err error
+			bs, raw, err = readWhole(in)
+			return err
+		})
+		return bs, raw, err
+	}
+	return readWhole(l)
+}
+
+// readWhole reads every batch of l (which nothing changes meanwhile).
+func readWhole(l fetcher.Log) ([]batchView, []byte, error) {
 	start, end := l.LogStartOffset(), l.LogEndOffset()
 	var out []batchView
 	var all []byte

@@ -166,9 +166,7 @@ func (d *dest) SetReadOnly(topic string, partition int32, readOnly bool) error {
 	l := d.logs[tp]
 	d.mu.Unlock()
 	if l != nil {
-		if ro, ok := l.inner().(ReadOnlyLog); ok {
-			ro.SetReadOnly(readOnly)
-		}
+		l.setReadOnly(readOnly)
 	}
 	d.n.notify()
 	return nil
@@ -256,7 +254,7 @@ func (d *dest) Produce(ctx context.Context, topic string, partition int32, batch
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	ro, enforcing := l.inner().(ReadOnlyLog)
+	enforcing := l.readOnlyLog()
 	if !enforcing && d.ReadOnly(topic, partition) {
 		return -1, admin.Errorf(admin.CodeReadOnlyTopic, "%s %s-%d is a read-only mirror partition", d.site, topic, partition)
 	}
@@ -264,8 +262,7 @@ func (d *dest) Produce(ctx context.Context, topic string, partition int32, batch
 	for _, b := range parts {
 		var off int64
 		if enforcing {
-			off, err = ro.AppendClient(b)
-			d.n.notify()
+			off, err = l.appendClient(b)
 		} else {
 			off, err = l.AppendAsLeader(b)
 		}

@@ -1,7 +1,9 @@
 package mirrorsim
 
 import (
+	"errors"
 	"flag"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/records"
 )
 
 var flagPowerLossSeeds = flag.Int("sim.powerloss.seeds", 200, "number of seeds TestSimFileLogsPowerLoss runs")
@@ -54,4 +57,68 @@ func runFileLogs(t *testing.T, n int, p fetcher.FsyncPolicy) {
 	t.Logf("steps run: %s", st.String())
 	logFailure(t, err)
 	require.NoError(t, err)
+}
+
+// TestFileLogFactoryCrashes checks the crashes of FileLogFactory's logs through the
+// simulation's own crash path: the first reopen is a power loss that drops the
+// unflushed batch, the second a process crash that keeps it.
+func TestFileLogFactoryCrashes(t *testing.T) {
+	f := FileLogFactory(t.TempDir(), fileLogOptions(fetcher.FsyncOnFlush))
+	spec := LogSpec{Seed: 1, Site: "s0", Topic: "t", Partition: 0}
+	l, err := f(spec)
+	require.NoError(t, err)
+	w := &watchedLog{l: l, n: newNotifier(), spec: spec}
+	_, err = w.BumpLeaderEpoch(4)
+	require.NoError(t, err)
+	batch := func(v string) []byte {
+		b, err := records.BuildBatch(records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]records.Record{{Value: []byte(v)}})
+		require.NoError(t, err)
+		return b
+	}
+	_, err = w.AppendAsLeader(batch("flushed"))
+	require.NoError(t, err)
+	require.NoError(t, w.Flush())
+	_, err = w.AppendAsLeader(batch("unflushed"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, w.LogEndOffset())
+
+	require.NoError(t, w.crash(f, false)) // power loss
+	require.EqualValues(t, 1, w.LogEndOffset(), "the unflushed batch survived a power loss")
+	require.EqualValues(t, 5, w.LeaderEpoch(), "the leader epoch is durable")
+
+	_, err = w.AppendAsLeader(batch("unflushed again"))
+	require.NoError(t, err)
+	require.NoError(t, w.crash(f, false)) // process crash
+	require.EqualValues(t, 2, w.LogEndOffset(), "a process crash lost written data")
+	bs, _, err := readLog(w)
+	require.NoError(t, err)
+	require.Len(t, bs, 2)
+
+	dir := w.inner().(*durableFileLog).dir
+	require.NoError(t, w.discard())
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist, "Discard keeps the directory")
+
+	l, err = f(spec) // a new run of the seed starts empty
+	require.NoError(t, err)
+	require.EqualValues(t, 0, l.LogEndOffset())
+	require.NoError(t, l.(*durableFileLog).Discard())
+}
+
+// TestLogFactoryError checks that an error of the factory, here at the reopen after a
+// crash, fails the run with it.
+func TestLogFactoryError(t *testing.T) {
+	errBroken := errors.New("storage unavailable")
+	files := FileLogFactory(t.TempDir(), fileLogOptions(fetcher.FsyncNever))
+	s, err := New(Options{LogFactory: func(spec LogSpec) (fetcher.Log, error) {
+		if spec.Reopen {
+			return nil, errBroken
+		}
+		return files(spec)
+	}})
+	require.NoError(t, err)
+	err = s.RunSeeds(1, 50)
+	require.ErrorIs(t, err, errBroken)
+	require.NotErrorIs(t, err, ErrInvariant)
 }

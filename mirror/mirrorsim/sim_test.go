@@ -214,6 +214,32 @@ func TestLogFactory(t *testing.T) {
 	require.Equal(t, map[string]int{"s0": 2, "s1": 2, "s2": 2}, made)
 }
 
+// TestReplayHint checks that a Failure prints the embedder's own call, and that the
+// call replays the failure.
+func TestReplayHint(t *testing.T) {
+	broken := func(LogSpec) (fetcher.Log, error) { return lsoIgnoresTxnLog{memLog()}, nil }
+	s, err := New(Options{Sites: 2, Steps: 30, LogFactory: broken})
+	require.NoError(t, err)
+	err = s.RunSeeds(1, brokenBound)
+	var f *Failure
+	require.ErrorAs(t, err, &f)
+	want := fmt.Sprintf("s, _ := mirrorsim.New(mirrorsim.Options{Sites: 2, Steps: 30, LogFactory: /* your LogFactory */}); s.Replay(%d)", f.Seed)
+	require.Equal(t, want, f.Call)
+	require.Contains(t, f.Error(), "replay: "+want)
+	_, again := s.Replay(f.Seed)
+	var g *Failure
+	require.ErrorAs(t, again, &g)
+	require.Equal(t, f.Trace, g.Trace)
+	require.Equal(t, f.Err.Error(), g.Err.Error())
+
+	s, err = New(Options{Sites: 2, Steps: 30, LogFactory: broken, ReplayOptions: "simOptions()"})
+	require.NoError(t, err)
+	_, err = s.Replay(f.Seed)
+	require.ErrorAs(t, err, &g)
+	require.Equal(t, fmt.Sprintf("s, _ := mirrorsim.New(simOptions()); s.Replay(%d)", f.Seed), g.Call)
+	require.Equal(t, "mirrorsim.Replay(5) (go test ./mirror/mirrorsim -run TestSimReplay -sim.replay=5)", replayCall(Options{}, 5))
+}
+
 func TestFailureMessage(t *testing.T) {
 	f := &Failure{Seed: 7, Step: 3, Trace: []string{"step 1: produce"}, Err: violation("lme", "boom")}
 	require.ErrorIs(t, f, ErrInvariant)

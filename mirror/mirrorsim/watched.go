@@ -52,6 +52,40 @@ func (w *watchedLog) inner() fetcher.Log {
 	return w.l
 }
 
+// exclusive runs fn on the log while no other call is in progress.
+func (w *watchedLog) exclusive(fn func(fetcher.Log) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fn(w.l)
+}
+
+// readOnlyLog reports whether the log is a ReadOnlyLog.
+func (w *watchedLog) readOnlyLog() bool {
+	_, ok := w.inner().(ReadOnlyLog)
+	return ok
+}
+
+// setReadOnly hands the read-only flag to a ReadOnlyLog.
+func (w *watchedLog) setReadOnly(readOnly bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if ro, ok := w.l.(ReadOnlyLog); ok {
+		ro.SetReadOnly(readOnly)
+	}
+}
+
+// appendClient appends a client's batch through a ReadOnlyLog's own check.
+func (w *watchedLog) appendClient(b []byte) (int64, error) {
+	defer w.n.notify()
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	ro, ok := w.l.(ReadOnlyLog)
+	if !ok {
+		return -1, fmt.Errorf("mirrorsim: %s %s-%d is not a ReadOnlyLog", w.spec.Site, w.spec.Topic, w.spec.Partition)
+	}
+	return ro.AppendClient(b)
+}
+
 func (w *watchedLog) Append(b []byte) error {
 	defer w.n.notify()
 	w.mu.RLock()
