@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +135,12 @@ var _ ReadOnlyLog = (*readOnlyLog)(nil)
 // seed to fail with one of the invariants want.
 func catchBroken(t *testing.T, f func() fetcher.Log, want ...string) {
 	t.Helper()
-	s, err := New(Options{WaitTimeout: 2 * time.Second, LogFactory: func(LogSpec) (fetcher.Log, error) { return f(), nil }})
+	catchBrokenFactory(t, func(LogSpec) (fetcher.Log, error) { return f(), nil }, want...)
+}
+
+func catchBrokenFactory(t *testing.T, f LogFactory, want ...string) {
+	t.Helper()
+	s, err := New(Options{WaitTimeout: 2 * time.Second, LogFactory: f})
 	require.NoError(t, err)
 	err = runParallel(t, s, 1, brokenBound, runtime.GOMAXPROCS(0), &stats{})
 	require.Error(t, err, "no seed in [1,%d] caught the broken log", brokenBound)
@@ -154,6 +162,20 @@ func TestSimCatchesBrokenLogs(t *testing.T) {
 	t.Run("leader epoch forgotten on reopen", func(t *testing.T) {
 		catchBroken(t, func() fetcher.Log { return newForgetsEpochLog() }, "leader-epoch-durable")
 	})
+	t.Run("leader epoch forgotten on reopen from disk", func(t *testing.T) {
+		// FileLogs whose state file (the durable leader epoch) is lost at every reopen.
+		root := t.TempDir()
+		files := FileLogFactory(root, fileLogOptions(fetcher.FsyncNever))
+		catchBrokenFactory(t, func(spec LogSpec) (fetcher.Log, error) {
+			if spec.Reopen {
+				dir := fetcher.PartitionDir(filepath.Join(root, strconv.FormatUint(spec.Seed, 10), spec.Site), spec.Topic, spec.Partition)
+				if err := os.Remove(filepath.Join(dir, fetcher.StateFileName)); err != nil {
+					return nil, err
+				}
+			}
+			return files(spec)
+		}, "leader-epoch-durable")
+	})
 	t.Run("write accepted while read-only", func(t *testing.T) {
 		catchBroken(t, func() fetcher.Log { return &readOnlyLog{MemoryLog: memLog(), broken: true} }, "read-only-refused")
 	})
@@ -164,7 +186,7 @@ func TestSimCatchesBrokenLogs(t *testing.T) {
 func TestSimReadOnlyLog(t *testing.T) {
 	s, err := New(Options{LogFactory: func(LogSpec) (fetcher.Log, error) { return &readOnlyLog{MemoryLog: memLog()}, nil }})
 	require.NoError(t, err)
-	require.NoError(t, runParallel(t, s, 1, brokenBound, runtime.GOMAXPROCS(0), &stats{}))
+	require.NoError(t, runParallel(t, s, 1, 100, runtime.GOMAXPROCS(0), &stats{}))
 }
 
 // TestSimStrictStop requires a failover to keep every committed record the mirror
