@@ -4,8 +4,8 @@
 // failover after a crash of the primary (unclean failover), failback with LME
 // truncation, unclean leader elections on the primary, crashes and reloads of a site
 // (log crash, coordinator store crash, a new Mirror on the same destination, stores and
-// controller log) and coordinator ownership changes, and checks the protocol's
-// invariants after every step:
+// controller log), coordinator ownership changes and client writes to mirror
+// partitions, and checks the protocol's invariants after every step:
 //
 //   - "lme", the LME invariant of spec §6.2: after a failback's PREPARING (and before
 //     anything is fetched), the mirroring site's log ends at or below the end of the
