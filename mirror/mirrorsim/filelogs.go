@@ -1,6 +1,7 @@
 package mirrorsim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -31,10 +32,13 @@ import (
 //     the page cache keeps it; only the FileLog's in-memory state is rebuilt from the
 //     files.
 //
+// A crash closes the FileLog (Close releases its lock) and then undoes what Close wrote,
+// since a crashed process never runs it: the metadata files get their content from
+// before the close back, and a power loss cuts the segments afterwards.
+//
 // Not simulated: torn or reordered writes inside the unflushed tail (a power loss here
 // drops the whole tail or nothing), unflushed data that a real disk happens to keep,
-// lost directory entries, and I/O errors. The close itself runs FileLog.Close, whose
-// flush makes nothing durable that the cut does not take back afterwards.
+// lost directory entries, and I/O errors.
 func FileLogFactory(root string, opts fetcher.FileLogOptions) LogFactory {
 	f := &fileLogs{root: root, opts: opts, reopens: map[string]int{}, sizes: map[string]map[string]int64{}}
 	return f.open
@@ -201,6 +205,57 @@ func (l *durableFileLog) BumpLeaderEpoch(min int32) (int32, error) {
 // Flush implements fetcher.Log.
 func (l *durableFileLog) Flush() error {
 	return l.after(l.FileLog.Flush(), l.policy != fetcher.FsyncNever)
+}
+
+// Close closes the log as a crash leaves it: the files other than segments and indexes
+// (the state file, the leader-epoch checkpoint) get back the content they had before
+// the close, and files the close created are removed.
+func (l *durableFileLog) Close() error {
+	before, err := metaFiles(l.dir)
+	if err != nil {
+		return err
+	}
+	cerr := l.FileLog.Close()
+	after, err := metaFiles(l.dir)
+	if err != nil {
+		return errors.Join(cerr, err)
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok {
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return errors.Join(cerr, fmt.Errorf("mirrorsim: crash: %w", err))
+			}
+		}
+	}
+	for name, data := range before {
+		if !bytes.Equal(after[name], data) {
+			if err := os.WriteFile(filepath.Join(l.dir, name), data, 0o644); err != nil {
+				return errors.Join(cerr, fmt.Errorf("mirrorsim: crash: %w", err))
+			}
+		}
+	}
+	return cerr
+}
+
+// metaFiles reads the files of dir other than segments, indexes and the lock file.
+func metaFiles(dir string) (map[string][]byte, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("mirrorsim: list %s: %w", dir, err)
+	}
+	out := map[string][]byte{}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || name == fetcher.LockFileName || strings.HasSuffix(name, ".log") || strings.HasSuffix(name, ".index") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("mirrorsim: read %s: %w", name, err)
+		}
+		out[name] = data
+	}
+	return out, nil
 }
 
 // Discard closes the log and removes its directory (the end of a run).

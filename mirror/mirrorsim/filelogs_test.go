@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -127,4 +128,39 @@ func TestLogFactoryError(t *testing.T) {
 	err = s.RunSeeds(1, 50)
 	require.ErrorIs(t, err, errBroken)
 	require.NotErrorIs(t, err, ErrInvariant)
+}
+
+// TestFileLogFactoryCloseIsACrash checks that closing a FileLogFactory log leaves the
+// files as a crash would: the leader-epoch checkpoint that Close's flush would rewrite
+// for an unflushed batch of a new epoch keeps its content from before.
+func TestFileLogFactoryCloseIsACrash(t *testing.T) {
+	root := t.TempDir()
+	f := FileLogFactory(root, fileLogOptions(fetcher.FsyncOnFlush))
+	spec := LogSpec{Seed: 2, Site: "s0", Topic: "t", Partition: 0}
+	l, err := f(spec)
+	require.NoError(t, err)
+	b, err := records.BuildBatch(records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []records.Record{{Value: []byte("v")}})
+	require.NoError(t, err)
+	_, err = l.BumpLeaderEpoch(-1)
+	require.NoError(t, err)
+	_, err = l.AppendAsLeader(b)
+	require.NoError(t, err)
+	require.NoError(t, l.Flush())
+	_, err = l.BumpLeaderEpoch(0)
+	require.NoError(t, err)
+	_, err = l.AppendAsLeader(b) // epoch 1, not flushed: the checkpoint on disk lacks it
+	require.NoError(t, err)
+	ckpt := filepath.Join(l.(*durableFileLog).dir, fetcher.CheckpointFileName)
+	before, err := os.ReadFile(ckpt)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	after, err := os.ReadFile(ckpt)
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after), "Close rewrote the checkpoint")
+	spec.Reopen = true
+	l, err = f(spec) // the first reopen is a power loss
+	require.NoError(t, err)
+	require.EqualValues(t, 1, l.LogEndOffset())
+	require.EqualValues(t, 1, l.LeaderEpoch())
+	require.NoError(t, l.(*durableFileLog).Discard())
 }
