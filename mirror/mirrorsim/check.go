@@ -25,36 +25,61 @@ type batchView struct {
 	raw        []byte
 }
 
-// readLog returns every batch of l and their concatenated bytes. It also checks that
-// the log is well formed: contiguous batches from LogStartOffset to LogEndOffset with
-// non-decreasing leader epochs.
+// readLog returns every batch of l and their concatenated bytes, read as one snapshot
+// (a watchedLog is held exclusively: a Read may stop at a segment end, and the log must
+// not change between the Reads). It also checks that the batches parse.
 func readLog(l fetcher.Log) ([]batchView, []byte, error) {
+	if w, ok := l.(*watchedLog); ok {
+		var bs []batchView
+		var raw []byte
+		err := w.exclusive(func(in fetcher.Log) error {
+			var err error
+			bs, raw, err = readWhole(in)
+			return err
+		})
+		return bs, raw, err
+	}
+	return readWhole(l)
+}
+
+// readWhole reads every batch of l (which nothing changes meanwhile).
+func readWhole(l fetcher.Log) ([]batchView, []byte, error) {
 	start, end := l.LogStartOffset(), l.LogEndOffset()
-	if end <= start {
-		return nil, nil, nil
-	}
-	buf, err := l.Read(start, math.MaxInt32)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mirrorsim: read log: %w", err)
-	}
 	var out []batchView
-	it := records.NewIterator(buf)
-	for it.Next() {
-		b := it.Batch()
-		v := batchView{base: b.BaseOffset(), next: b.NextOffset(), epoch: b.PartitionLeaderEpoch(), raw: b}
-		if b.Attributes().IsControl() {
-			v.control = true
-			if rs, err := b.Records(); err == nil && len(rs) == 1 && len(rs[0].Key) >= 4 &&
-				records.ControlType(binary.BigEndian.Uint16(rs[0].Key[2:])) == records.ControlMirrorPIDReset {
-				v.pidReset = true
-			}
+	var all []byte
+	// A Read may stop early (at a segment end): read on from the end of the last batch.
+	for off := start; off < end; {
+		buf, err := l.Read(off, math.MaxInt32)
+		if err != nil {
+			return nil, nil, fmt.Errorf("mirrorsim: read log at %d: %w", off, err)
 		}
-		out = append(out, v)
+		if len(buf) == 0 {
+			break
+		}
+		it := records.NewIterator(buf)
+		n := len(out)
+		for it.Next() {
+			out = append(out, viewOf(it.Batch()))
+		}
+		if it.Err() != nil || it.Partial() || len(out) == n {
+			return nil, nil, violation("log-well-formed", "unreadable log at %d: err %v, partial %v", off, it.Err(), it.Partial())
+		}
+		all = append(all, buf...)
+		off = out[len(out)-1].next
 	}
-	if it.Err() != nil || it.Partial() {
-		return nil, nil, violation("log-well-formed", "unreadable log: err %v, partial %v", it.Err(), it.Partial())
+	return out, all, nil
+}
+
+func viewOf(b records.Batch) batchView {
+	v := batchView{base: b.BaseOffset(), next: b.NextOffset(), epoch: b.PartitionLeaderEpoch(), raw: b}
+	if b.Attributes().IsControl() {
+		v.control = true
+		if rs, err := b.Records(); err == nil && len(rs) == 1 && len(rs[0].Key) >= 4 &&
+			records.ControlType(binary.BigEndian.Uint16(rs[0].Key[2:])) == records.ControlMirrorPIDReset {
+			v.pidReset = true
+		}
 	}
-	return out, buf, nil
+	return v
 }
 
 // checkWellFormed checks a log's batches: no overlap, non-decreasing epochs, the last
@@ -331,9 +356,15 @@ func (r *run) checkAll() error {
 			}
 			// Spec §7.3 rule 1: a batch whose epoch is above the local leader epoch is
 			// never appended (EPOCH_FENCING bumps the epoch first).
-			if le, latest := l.LeaderEpoch(), l.LatestEpoch(); latest > le {
+			le, latest := l.LeaderEpoch(), l.LatestEpoch()
+			if latest > le {
 				return violation("epoch-fencing", "%s %s-%d holds a batch of leader epoch %d above its leader epoch %d", s.name, topic, p, latest, le)
 			}
+			k := [2]int{s.idx, int(p)}
+			if prev, ok := r.le[k]; ok && le < prev {
+				return violation("leader-epoch-durable", "%s %s-%d: leader epoch went down from %d to %d", s.name, topic, p, prev, le)
+			}
+			r.le[k] = le
 			up := s.mirror() != nil
 			switch {
 			case s.idx == r.primary && s.dest.ReadOnly(topic, p):
@@ -346,7 +377,7 @@ func (r *run) checkAll() error {
 			return err
 		}
 	}
-	return nil
+	return r.checkModel()
 }
 
 // checkStateEpochs reads every partition state of every mirror of s and checks that

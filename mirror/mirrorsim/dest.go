@@ -2,6 +2,7 @@ package mirrorsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -10,95 +11,21 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/records"
 )
-
-// notifier wakes condition waits: its channel is closed and replaced on every change.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
-
-// changed returns a channel closed at the next notify.
-func (n *notifier) changed() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ch
-}
-
-func (n *notifier) notify() {
-	n.mu.Lock()
-	close(n.ch)
-	n.ch = make(chan struct{})
-	n.mu.Unlock()
-}
-
-// watchedLog is a fetcher.Log that notifies after every mutation, so the simulation
-// can wait for log conditions without polling.
-type watchedLog struct {
-	fetcher.Log
-	n *notifier
-}
-
-func (w *watchedLog) Append(b []byte) error {
-	defer w.n.notify()
-	return w.Log.Append(b)
-}
-
-func (w *watchedLog) AppendAsLeader(b []byte) (int64, error) {
-	defer w.n.notify()
-	return w.Log.AppendAsLeader(b)
-}
-
-func (w *watchedLog) Truncate(off int64) error {
-	defer w.n.notify()
-	return w.Log.Truncate(off)
-}
-
-func (w *watchedLog) TruncateFullyAndStartAt(off int64) error {
-	defer w.n.notify()
-	return w.Log.TruncateFullyAndStartAt(off)
-}
-
-func (w *watchedLog) BumpLeaderEpoch(min int32) (int32, error) {
-	defer w.n.notify()
-	return w.Log.BumpLeaderEpoch(min)
-}
-
-// Close is a no-op: the simulation owns the logs for the whole run (a site's
-// destination outlives its Mirror across crashes).
-func (w *watchedLog) Close() error { return nil }
-
-// crash simulates a process crash of the log when the implementation supports it.
-func (w *watchedLog) crash() bool {
-	c, ok := w.Log.(interface{ Crash() })
-	if ok {
-		c.Crash()
-		w.n.notify()
-	}
-	return ok
-}
-
-// gatedLog is the view of a source log that one destination site fetches from: its
-// high watermark and last stable offset are capped at the gate, so the simulation
-// decides how far mirroring may progress.
-type gatedLog struct {
-	fetcher.Log
-	gate func() int64
-}
-
-func (g *gatedLog) HighWatermark() int64 { return min(g.Log.HighWatermark(), g.gate()) }
-
-func (g *gatedLog) LastStableOffset() int64 { return min(g.Log.LastStableOffset(), g.gate()) }
 
 // dest is the mirror.Destination of one site: topics in memory, partition logs made
 // by the LogFactory and wrapped in watchedLogs. It survives the site's Mirror
 // restarts (it is the host's storage).
 type dest struct {
 	site, clusterID string
+	seed            uint64
 	factory         LogFactory
 	n               *notifier
+
+	// wmu orders client writes (Produce) with read-only changes: a write that passed
+	// the read-only check lands before SetReadOnly(true) returns.
+	wmu sync.Mutex
 
 	mu     sync.Mutex
 	topics map[string]mirror.TopicSpec
@@ -109,8 +36,8 @@ type dest struct {
 
 var _ mirror.Destination = (*dest)(nil)
 
-func newDest(site, clusterID string, f LogFactory, n *notifier) *dest {
-	return &dest{site: site, clusterID: clusterID, factory: f, n: n,
+func newDest(seed uint64, site, clusterID string, f LogFactory, n *notifier) *dest {
+	return &dest{site: site, clusterID: clusterID, seed: seed, factory: f, n: n,
 		topics: map[string]mirror.TopicSpec{}, logs: map[mirror.TopicPartition]*watchedLog{},
 		ro: map[mirror.TopicPartition]bool{}, clears: map[mirror.TopicPartition]int{}}
 }
@@ -206,9 +133,13 @@ func (d *dest) log(topic string, partition int32) (*watchedLog, error) {
 	if l, ok := d.logs[tp]; ok {
 		return l, nil
 	}
-	inner := d.factory(d.site, topic, partition)
-	if inner == nil {
-		return nil, fmt.Errorf("mirrorsim: log factory returned nil for %s %s-%d", d.site, topic, partition)
+	spec := LogSpec{Seed: d.seed, Site: d.site, Topic: topic, Partition: partition}
+	inner, err := d.factory(spec)
+	if err == nil && inner == nil {
+		err = errors.New("mirrorsim: log factory returned nil")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mirrorsim: make log %s %s-%d: %w", d.site, topic, partition, err)
 	}
 	if inner.LeaderEpoch() < 0 {
 		if _, err := inner.BumpLeaderEpoch(-1); err != nil {
@@ -216,31 +147,25 @@ func (d *dest) log(topic string, partition int32) (*watchedLog, error) {
 		}
 	}
 	inner.SetReadOnly(d.ro[tp])
-	l := &watchedLog{Log: inner, n: d.n}
+	l := &watchedLog{l: inner, n: d.n, spec: spec}
 	d.logs[tp] = l
 	return l, nil
 }
 
-// Produce is a client write: mirror.ProduceToLog on the partition's log.
-func (d *dest) Produce(ctx context.Context, topic string, partition int32, batch []byte) (int64, error) {
-	l, err := d.log(topic, partition)
-	if err != nil {
-		return -1, err
-	}
-	return mirror.ProduceToLog(ctx, l, topic, partition, batch)
-}
-
 func (d *dest) SetReadOnly(topic string, partition int32, readOnly bool) error {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
 	d.mu.Lock()
 	tp := mirror.TopicPartition{Topic: topic, Partition: partition}
 	d.ro[tp] = readOnly
 	if !readOnly {
 		d.clears[tp]++
 	}
-	if l, ok := d.logs[tp]; ok {
-		l.SetReadOnly(readOnly)
-	}
+	l := d.logs[tp]
 	d.mu.Unlock()
+	if l != nil {
+		l.setReadOnly(readOnly)
+	}
 	d.n.notify()
 	return nil
 }
@@ -254,26 +179,35 @@ func (d *dest) ReadOnly(topic string, partition int32) bool {
 // Close does nothing: the simulation owns the destination for the whole run.
 func (d *dest) Close() error { return nil }
 
-// crashLogs crashes every log that supports it.
-func (d *dest) crashLogs() {
+// crashLogs crashes every log (watchedLog.crash) and returns the first error.
+func (d *dest) crashLogs() error {
 	d.mu.Lock()
-	logs := make([]*watchedLog, 0, len(d.logs))
-	for _, l := range d.logs {
-		logs = append(logs, l)
+	tps := make([]mirror.TopicPartition, 0, len(d.logs))
+	for tp := range d.logs {
+		tps = append(tps, tp)
 	}
 	d.mu.Unlock()
-	for _, l := range logs {
-		l.crash()
+	sort.Slice(tps, func(i, j int) bool { return tps[i].Partition < tps[j].Partition })
+	for _, tp := range tps {
+		d.mu.Lock()
+		l, ro := d.logs[tp], d.ro[tp]
+		d.mu.Unlock()
+		if err := l.crash(d.factory, ro); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// closeLogs closes the underlying logs at the end of a run.
-func (d *dest) closeLogs() {
+// closeLogs closes the underlying logs at the end of a run and returns the first error.
+func (d *dest) closeLogs() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var errs []error
 	for _, l := range d.logs {
-		_ = l.Log.Close()
+		errs = append(errs, l.discard())
 	}
+	return errors.Join(errs...)
 }
 
 // clearCount returns how many times the read-only flag of a partition was cleared.
@@ -281,4 +215,47 @@ func (d *dest) clearCount(topic string, partition int32) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.clears[mirror.TopicPartition{Topic: topic, Partition: partition}]
+}
+
+
+// Produce is the client write path of the simulated destination (what a broker's
+// Produce handler calls): every batch (one or more whole batches) goes through
+// mirror.ProduceToLog, the library's client write path, so the log's own read-only guard
+// (fetcher.Log.SetReadOnly) decides the refusal, and the batches are flushed. It returns
+// the first base offset.
+func (d *dest) Produce(ctx context.Context, topic string, partition int32, batches []byte) (int64, error) {
+	l, err := d.log(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	parts, err := splitBatches(batches)
+	if err != nil {
+		return -1, err
+	}
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	first := int64(-1)
+	for _, b := range parts {
+		off, err := mirror.ProduceToLog(ctx, l, topic, partition, b)
+		if err != nil {
+			return -1, err
+		}
+		if first < 0 {
+			first = off
+		}
+	}
+	return first, l.Flush()
+}
+
+// splitBatches splits concatenated whole batches.
+func splitBatches(buf []byte) ([][]byte, error) {
+	var out [][]byte
+	it := records.NewIterator(buf)
+	for it.Next() {
+		out = append(out, it.Batch())
+	}
+	if it.Err() != nil || it.Partial() || len(out) == 0 {
+		return nil, admin.Errorf(admin.CodeInvalidRequest, "produce: not whole record batches (err %v, partial %v, %d batches)", it.Err(), it.Partial(), len(out))
+	}
+	return out, nil
 }

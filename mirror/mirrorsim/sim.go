@@ -18,18 +18,35 @@ import (
 	"github.com/kmirror/kmirror/statemachine"
 )
 
-// LogFactory makes the log of one partition of one site ("s0", "s1", ...). The
-// simulation owns the returned log until the end of the run and closes it then. A log
-// that has a Crash() method (as fetcher.MemoryLog) is crashed by the crash steps;
-// others only see their Mirror restarted. Embedders pass their own Log implementation
-// here to run the simulation against it.
-type LogFactory func(site, topic string, partition int32) fetcher.Log
+// LogSpec names the log a LogFactory is asked for.
+type LogSpec struct {
+	// Seed is the seed of the run (runs of different seeds may be in progress at once).
+	Seed uint64
+	// Site is the site's name ("s0", "s1", ...), Topic and Partition the partition's.
+	Site      string
+	Topic     string
+	Partition int32
+	// Reopen is false for the first open of the log in a run: the factory must return an
+	// empty log (a seed may run more than once over the same storage). It is true when
+	// the simulation reopens the log after a crash: the factory must open the same log
+	// again from its storage.
+	Reopen bool
+}
+
+// LogFactory makes the log of one partition of one site. The simulation owns the
+// returned log until the end of the run. A log that has a Crash() method (as
+// fetcher.MemoryLog) is crashed in place by the crash steps; any other log is crashed by
+// closing it and asking the factory for it again with Reopen set (a reopen from disk).
+// At the end of the run every log is closed, with Discard() error instead of Close when
+// the log has that method (scratch logs that delete their storage). An error of the
+// factory fails the run.
+type LogFactory func(spec LogSpec) (fetcher.Log, error)
 
 // MemoryLogFactory is the default LogFactory: a fetcher.MemoryLog whose appends are
 // durable at once (a crash is a process restart; losing an acknowledged tail is what
 // the unclean-election step models).
-func MemoryLogFactory(site, topic string, partition int32) fetcher.Log {
-	return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{SyncEveryAppend: true})
+func MemoryLogFactory(LogSpec) (fetcher.Log, error) {
+	return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{SyncEveryAppend: true}), nil
 }
 
 // PeerWrapper wraps the Peer that site uses to reach peerSite during PREPARING (the
@@ -53,11 +70,27 @@ type Options struct {
 	WrapPeer PeerWrapper
 	// Logger receives the facade's logs (default: discarded).
 	Logger *slog.Logger
+	// ReplayOptions is the Go expression of these Options that the replay hint of a
+	// Failure prints (for example "simOptions()" when a function of the embedder builds
+	// them); by default the hint prints a literal of the set fields, with a placeholder
+	// for every function.
+	ReplayOptions string
 
+	// strictStop makes the committed-not-lost check of a failover require every
+	// committed record the mirror held, including those behind a transaction still
+	// open at the stop (STOPPING appends ABORT markers, issue 11 item 1). Without it, a
+	// STOPPING that truncates to the last stable offset passes: only the committed
+	// records below the first open transaction must survive. Default: defaultStrictStop.
+	strictStop bool
 	// noLMECheck turns the direct LME check off (tests prove that the convergence
 	// invariant alone also catches a broken LME truncation).
 	noLMECheck bool
 }
+
+// defaultStrictStop is whether every Sim checks that a failover keeps the committed
+// records behind an open transaction (Options.strictStop): true, since STOPPING appends
+// ABORT markers instead of truncating to the LSO (spec §8.1).
+const defaultStrictStop = true
 
 // Defaults of Options.
 const (
@@ -103,6 +136,8 @@ type Failure struct {
 	Step  int
 	Trace []string
 	Err   error
+	// Call is the Go code that replays the seed with the Options that failed.
+	Call string
 	// Log holds the last lines the facade logged (all sites, debug level), oldest
 	// first; Error does not print them.
 	Log []string
@@ -111,8 +146,11 @@ type Failure struct {
 // Error prints the seed, the failing step, the cause, how to replay and the trace.
 func (f *Failure) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "mirrorsim: seed %d failed at step %d: %v\nreplay: mirrorsim.Replay(%d) (go test ./mirror/mirrorsim -run TestSimReplay -sim.replay=%d)\ntrace:\n",
-		f.Seed, f.Step, f.Err, f.Seed, f.Seed)
+	call := f.Call
+	if call == "" {
+		call = fmt.Sprintf("mirrorsim.Replay(%d)", f.Seed)
+	}
+	fmt.Fprintf(&b, "mirrorsim: seed %d failed at step %d: %v\nreplay: %s\ntrace:\n", f.Seed, f.Step, f.Err, call)
 	for _, t := range f.Trace {
 		b.WriteString("  ")
 		b.WriteString(t)
@@ -127,10 +165,12 @@ func (f *Failure) Unwrap() error { return f.Err }
 // Sim runs seeds with one set of Options.
 type Sim struct {
 	opts Options
+	orig Options // as given to New, for the replay hint
 }
 
 // New returns a Sim. It validates o, wrapping ErrInvalidOptions.
 func New(o Options) (*Sim, error) {
+	orig := o
 	if o.Sites != 0 && (o.Sites < 2 || o.Sites > 3) {
 		return nil, fmt.Errorf("%w: Sites %d not in [2,3]", ErrInvalidOptions, o.Sites)
 	}
@@ -152,7 +192,8 @@ func New(o Options) (*Sim, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Sim{opts: o}, nil
+	o.strictStop = o.strictStop || defaultStrictStop
+	return &Sim{opts: o, orig: orig}, nil
 }
 
 // Run runs one seed and returns nil or a *Failure.
@@ -170,7 +211,7 @@ func (s *Sim) Replay(seed uint64) ([]string, error) {
 		err = cerr
 	}
 	if err != nil {
-		return r.trace, &Failure{Seed: seed, Step: r.step, Trace: r.trace, Err: err, Log: r.logs.tail()}
+		return r.trace, &Failure{Seed: seed, Step: r.step, Trace: r.trace, Err: err, Log: r.logs.tail(), Call: replayCall(s.orig, seed)}
 	}
 	return r.trace, nil
 }
@@ -283,14 +324,16 @@ type run struct {
 	log  *slog.Logger
 
 	prod  producer
+	model []partModel // of the primary's partitions: what the source wrote and committed
 	seen  map[stateKey]stateSeen
+	le    map[[2]int]int32 // (site, partition) -> highest leader epoch seen
 	trace []string
 	step  int
 }
 
 func newRun(o Options, seed uint64) *run {
 	r := &run{opts: o, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), n: newNotifier(),
-		gates: map[[2]int][]int64{}, seen: map[stateKey]stateSeen{}}
+		gates: map[[2]int][]int64{}, seen: map[stateKey]stateSeen{}, le: map[[2]int]int32{}}
 	r.prod = producer{nextPID: 1000, idem: map[int32]*pidSeq{}, txn: map[int32]*pidSeq{}}
 	r.logs = newLogRing(o.Logger.Handler())
 	r.log = slog.New(r.logs)
@@ -470,7 +513,7 @@ func (r *run) close() error {
 		errs = append(errs, r.closeSite(s))
 	}
 	for _, s := range r.sites {
-		s.dest.closeLogs()
+		errs = append(errs, s.dest.closeLogs())
 	}
 	return errors.Join(errs...)
 }
@@ -486,6 +529,7 @@ func (r *run) setup() error {
 	if r.parts == 0 {
 		r.parts = 1 + r.rng.Int32N(3)
 	}
+	r.model = make([]partModel, r.parts)
 	r.ule = r.rng.IntN(4) == 0
 	for i := range 16 {
 		r.topicID[i] = byte(r.rng.IntN(256))
@@ -495,7 +539,7 @@ func (r *run) setup() error {
 		nSites, topic, r.parts, r.topicID, r.ule)
 	for i := range nSites {
 		name := fmt.Sprintf("s%d", i)
-		s := &site{idx: i, name: name, dest: newDest(name, "cluster-"+name, r.opts.LogFactory, r.n),
+		s := &site{idx: i, name: name, dest: newDest(r.seed, name, "cluster-"+name, r.opts.LogFactory, r.n),
 			store: coordinator.NewMemoryStore(), ctrlLog: &mirror.MemoryControllerLog{}, owner: make([]int32, statePartitions)}
 		r.sites = append(r.sites, s)
 		r.src = append(r.src, -1)
@@ -605,6 +649,7 @@ func (r *run) randomStep() error {
 			choice{8, func() error { return r.failover(pick(), false) }},
 			choice{5, func() error { return r.failover(pick(), true) }},
 			choice{3, func() error { return r.pauseResume(pick()) }},
+			choice{4, func() error { return r.strayWrite(pick()) }},
 		)
 	}
 	if len(down) > 0 {

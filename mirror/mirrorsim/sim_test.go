@@ -81,6 +81,7 @@ func runParallel(t *testing.T, s *Sim, from uint64, n, par int, st *stats) error
 }
 
 func TestSimSeeds(t *testing.T) {
+	t.Parallel() // alongside the disk-bound FileLog simulations
 	n := *flagSeeds
 	if testing.Short() {
 		n = min(n, 100)
@@ -202,15 +203,41 @@ func TestNewValidates(t *testing.T) {
 func TestLogFactory(t *testing.T) {
 	var mu sync.Mutex
 	made := map[string]int{}
-	s, err := New(Options{Sites: 3, Partitions: 2, Steps: 10, LogFactory: func(site, topic string, p int32) fetcher.Log {
+	s, err := New(Options{Sites: 3, Partitions: 2, Steps: 10, LogFactory: func(spec LogSpec) (fetcher.Log, error) {
 		mu.Lock()
-		made[site]++
+		made[spec.Site]++
 		mu.Unlock()
-		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{})
+		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{}), nil
 	}})
 	require.NoError(t, err)
 	require.NoError(t, s.Run(42))
 	require.Equal(t, map[string]int{"s0": 2, "s1": 2, "s2": 2}, made)
+}
+
+// TestReplayHint checks that a Failure prints the embedder's own call, and that the
+// call replays the failure.
+func TestReplayHint(t *testing.T) {
+	broken := func(LogSpec) (fetcher.Log, error) { return lsoIgnoresTxnLog{memLog()}, nil }
+	s, err := New(Options{Sites: 2, Steps: 30, LogFactory: broken})
+	require.NoError(t, err)
+	err = s.RunSeeds(1, brokenBound)
+	var f *Failure
+	require.ErrorAs(t, err, &f)
+	want := fmt.Sprintf("s, _ := mirrorsim.New(mirrorsim.Options{Sites: 2, Steps: 30, LogFactory: /* your LogFactory */}); s.Replay(%d)", f.Seed)
+	require.Equal(t, want, f.Call)
+	require.Contains(t, f.Error(), "replay: "+want)
+	_, again := s.Replay(f.Seed)
+	var g *Failure
+	require.ErrorAs(t, again, &g)
+	require.Equal(t, f.Trace, g.Trace)
+	require.Equal(t, f.Err.Error(), g.Err.Error())
+
+	s, err = New(Options{Sites: 2, Steps: 30, LogFactory: broken, ReplayOptions: "simOptions()"})
+	require.NoError(t, err)
+	_, err = s.Replay(f.Seed)
+	require.ErrorAs(t, err, &g)
+	require.Equal(t, fmt.Sprintf("s, _ := mirrorsim.New(simOptions()); s.Replay(%d)", f.Seed), g.Call)
+	require.Equal(t, "mirrorsim.Replay(5) (go test ./mirror/mirrorsim -run TestSimReplay -sim.replay=5)", replayCall(Options{}, 5))
 }
 
 func TestFailureMessage(t *testing.T) {
@@ -229,8 +256,8 @@ func TestSimUnflushedLogs(t *testing.T) {
 	if testing.Short() {
 		n = 30
 	}
-	s, err := New(Options{LogFactory: func(string, string, int32) fetcher.Log {
-		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{})
+	s, err := New(Options{LogFactory: func(LogSpec) (fetcher.Log, error) {
+		return fetcher.NewMemoryLog(fetcher.MemoryLogOptions{}), nil
 	}})
 	require.NoError(t, err)
 	require.NoError(t, runParallel(t, s, 1, n, runtime.GOMAXPROCS(0), &stats{}))
@@ -254,6 +281,7 @@ var traceKinds = []struct{ name, match string }{
 	{"ownership change", "now owned with epoch"},
 	{"stale write refused", ": FENCED_"},
 	{"pause/resume", "pause and resume"},
+	{"client write to a mirror refused", "client write to mirror"},
 }
 
 func tally(st *stats, trace []string) {

@@ -1,7 +1,6 @@
 package mirrorsim
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 
@@ -32,101 +31,102 @@ func (p *producer) newPID() *pidSeq {
 }
 
 // resync forgets idempotent sessions (the producer re-initialises after a failover or
-// an unclean election) and keeps only the transactions the primary's log still has
-// open.
-func (r *run) resyncProducer() error {
+// an unclean election) and keeps only the transactions the model of the primary still
+// has open.
+func (r *run) resyncProducer() {
 	r.prod.idem = map[int32]*pidSeq{}
-	prim := r.sites[r.primary]
 	for p := range r.parts {
-		l, err := prim.dest.log(topic, p)
-		if err != nil {
-			return err
-		}
-		ps := r.prod.txn[p]
-		delete(r.prod.txn, p)
-		if ps == nil {
-			continue
-		}
-		for _, t := range l.OpenTransactions() {
-			if t.ProducerID == ps.pid {
-				r.prod.txn[p] = ps
-			}
+		if ps := r.prod.txn[p]; ps != nil && !r.model[p].openTxn(ps.pid) {
+			delete(r.prod.txn, p)
 		}
 	}
-	return nil
 }
 
-// produce appends one batch to partition p of the primary (plain, idempotent,
-// transactional data, or a COMMIT/ABORT marker) with the partition's leader epoch.
+// produce writes one batch to partition p of the primary through the client write
+// path (plain, idempotent, transactional data, or a COMMIT/ABORT marker) and records
+// it in the model.
 func (r *run) produce(p int32) error {
 	prim := r.sites[r.primary]
-	l, err := prim.dest.log(topic, p)
-	if err != nil {
-		return err
-	}
-	if prim.dest.ReadOnly(topic, p) {
-		return violation("primary-writable", "primary %s partition %d is read-only", prim.name, p)
-	}
 	r.prod.counter++
 	ts := simEpoch.UnixMilli() + int64(r.prod.counter)
 	var batch []byte
 	var kind string
-	if open := r.prod.txn[p]; open != nil && r.rng.IntN(5) < 2 {
+	var recs []records.Record
+	var open *pidSeq
+	marker, abort, txn, pid := false, false, false, int64(-1)
+	if open = r.prod.txn[p]; open != nil && r.rng.IntN(5) < 2 {
 		typ, name := records.ControlCommit, "commit"
 		if r.rng.IntN(10) < 3 {
-			typ, name = records.ControlAbort, "abort"
+			typ, name, abort = records.ControlAbort, "abort", true
 		}
 		batch = records.BuildControlBatch(records.ControlBatchSpec{ProducerID: open.pid, ProducerEpoch: open.epoch,
 			Timestamp: ts, Type: typ})
-		kind = fmt.Sprintf("%s pid=%d", name, open.pid)
+		kind, marker, pid = fmt.Sprintf("%s pid=%d", name, open.pid), true, open.pid
 		delete(r.prod.txn, p)
 	} else {
-		n := 1 + r.rng.IntN(3)
-		recs := make([]records.Record, n)
-		for i := range recs {
-			recs[i] = records.Record{TimestampDelta: int64(i),
-				Key:   fmt.Appendf(nil, "k%d", r.rng.IntN(10)),
-				Value: fmt.Appendf(nil, "seed %d value %d.%d", r.seed, r.prod.counter, i)}
-		}
-		spec := records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: ts}
-		var ps *pidSeq
-		switch k := r.rng.IntN(3); {
-		case k == 0:
-			kind = "plain"
-		case k == 1 && r.prod.txn[p] == nil:
-			ps = r.prod.idem[p]
-			if ps == nil {
-				ps = r.prod.newPID()
-				r.prod.idem[p] = ps
-			}
-			kind = fmt.Sprintf("idempotent pid=%d seq=%d", ps.pid, ps.seq)
-		default:
-			ps = r.prod.txn[p]
-			if ps == nil {
-				ps = r.prod.newPID()
-				r.prod.txn[p] = ps
-			}
-			spec.Transactional = true
-			kind = fmt.Sprintf("txn pid=%d seq=%d", ps.pid, ps.seq)
-		}
-		if ps != nil {
-			spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = ps.pid, ps.epoch, ps.seq
-			ps.seq += int32(n)
-		}
-		if batch, err = records.BuildBatch(spec, recs); err != nil {
+		var err error
+		if batch, recs, kind, txn, pid, err = r.dataBatch(p, ts); err != nil {
 			return err
 		}
-		kind += fmt.Sprintf(" records=%d", n)
 	}
-	off, err := l.AppendAsLeader(batch)
+	off, err := r.clientWrite(prim, p, batch, true)
 	if err != nil {
-		return fmt.Errorf("mirrorsim: produce to %s %s-%d: %w", prim.name, topic, p, err)
+		return err
 	}
-	if err := l.Flush(); err != nil {
+	if marker {
+		r.model[p].decide(pid, off, abort)
+	} else {
+		r.model[p].add(off, recs, txn, pid)
+	}
+	l, err := prim.dest.log(topic, p)
+	if err != nil {
 		return err
 	}
 	r.tracef("produce %s %s-%d %s at offset %d leader epoch %d", prim.name, topic, p, kind, off, l.LeaderEpoch())
 	return nil
+}
+
+// dataBatch builds the next data batch of the producer for partition p: plain,
+// idempotent, or part of the partition's transaction (opened when there is none).
+func (r *run) dataBatch(p int32, ts int64) (batch []byte, recs []records.Record, kind string, txn bool, pid int64, err error) {
+	n := 1 + r.rng.IntN(3)
+	recs = make([]records.Record, n)
+	for i := range recs {
+		recs[i] = records.Record{TimestampDelta: int64(i), OffsetDelta: int32(i),
+			Key:   fmt.Appendf(nil, "k%d", r.rng.IntN(10)),
+			Value: fmt.Appendf(nil, "seed %d value %d.%d", r.seed, r.prod.counter, i)}
+	}
+	spec := records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: ts}
+	var ps *pidSeq
+	switch k := r.rng.IntN(3); {
+	case k == 0:
+		kind = "plain"
+	case k == 1 && r.prod.txn[p] == nil:
+		ps = r.prod.idem[p]
+		if ps == nil {
+			ps = r.prod.newPID()
+			r.prod.idem[p] = ps
+		}
+		kind = fmt.Sprintf("idempotent pid=%d seq=%d", ps.pid, ps.seq)
+	default:
+		ps = r.prod.txn[p]
+		if ps == nil {
+			ps = r.prod.newPID()
+			r.prod.txn[p] = ps
+		}
+		spec.Transactional = true
+		kind = fmt.Sprintf("txn pid=%d seq=%d", ps.pid, ps.seq)
+	}
+	pid = -1
+	if ps != nil {
+		spec.ProducerID, spec.ProducerEpoch, spec.BaseSequence = ps.pid, ps.epoch, ps.seq
+		ps.seq += int32(n)
+		pid = ps.pid
+	}
+	if batch, err = records.BuildBatch(spec, recs); err != nil {
+		return nil, nil, "", false, 0, err
+	}
+	return batch, recs, kind + fmt.Sprintf(" records=%d", n), spec.Transactional, pid, nil
 }
 
 // uncleanElection models an unclean leader election on the primary: a lagging replica
@@ -155,8 +155,10 @@ func (r *run) uncleanElection() error {
 	if err != nil {
 		return err
 	}
+	r.model[p].cut(cut)
 	r.tracef("unclean election on primary %s %s-%d: truncated to %d, leader epoch now %d", prim.name, topic, p, cut, e)
-	return r.resyncProducer()
+	r.resyncProducer()
+	return nil
 }
 
 // crashRestart crashes a site (logs, coordinator store) and starts a new Mirror on it.
@@ -169,13 +171,41 @@ func (r *run) crashRestart(s *site) error {
 	if err := r.closeSite(s); err != nil {
 		return err
 	}
-	s.dest.crashLogs()
-	s.store.Crash()
+	if err := r.crashSite(s); err != nil {
+		return err
+	}
 	if err := r.openSite(s); err != nil {
 		return err
 	}
 	if s.idx == r.primary {
-		return r.resyncProducer()
+		r.resyncProducer()
+	}
+	return nil
+}
+
+// crashSite crashes the logs and the coordinator store of a site that is down, and
+// checks that every log kept its leader epoch (BumpLeaderEpoch is durable).
+func (r *run) crashSite(s *site) error {
+	before := make([]int32, r.parts)
+	for p := range r.parts {
+		l, err := s.dest.log(topic, p)
+		if err != nil {
+			return err
+		}
+		before[p] = l.LeaderEpoch()
+	}
+	if err := s.dest.crashLogs(); err != nil {
+		return err
+	}
+	s.store.Crash()
+	for p := range r.parts {
+		l, err := s.dest.log(topic, p)
+		if err != nil {
+			return err
+		}
+		if le := l.LeaderEpoch(); le < before[p] {
+			return violation("leader-epoch-durable", "%s %s-%d: leader epoch %d before the crash, %d after the reopen", s.name, topic, p, before[p], le)
+		}
 	}
 	return nil
 }
@@ -451,91 +481,122 @@ func (r *run) trueLME(s, d *site, p int32) (int32, error) {
 }
 
 // stopMirror stops d's mirror (failover) and checks what a STOPPED partition must
-// hold: everything committed and mirrored before, no open transaction, a
-// MIRROR_PID_RESET barrier, a leader epoch above every copied epoch, writable.
-func (r *run) stopMirror(d *site) error {
+// hold against mdl, the model of the source d mirrored: every record the source
+// committed within what d held before the stop is still there at its offset and seen
+// by read_committed ("committed-not-lost"; without Options.strictStop only those below
+// the first open transaction), no open transaction, LSO = HW, a MIRROR_PID_RESET
+// barrier, a leader epoch above every copied epoch, writable. It returns, per
+// partition, the log end before the stop and the offset below which the stop kept d's
+// data records (the model of d as the new primary is mdl.failover(end, keep)).
+func (r *run) stopMirror(d *site, mdl []partModel) (ends, keeps []int64, err error) {
 	m := d.mirror()
 	name := mirrorName(r.sites[r.src[d.idx]])
 	type before struct {
-		committed []byte
-		latest    int32
-		leo, lso  int64
-		batches   []batchView
+		latest  int32
+		end     int64
+		batches []batchView
 	}
 	bf := make([]before, r.parts)
 	for p := range r.parts {
 		l, err := d.dest.log(topic, p)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		bs, _, err := readLog(l)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		lso := l.LastStableOffset()
-		var c []byte
-		for _, b := range bs {
-			if b.next <= lso {
-				c = append(c, b.raw...)
-			}
-		}
-		bf[p] = before{committed: c, latest: l.LatestEpoch(), leo: l.LogEndOffset(), lso: lso, batches: bs}
+		bf[p] = before{latest: l.LatestEpoch(), end: l.LogEndOffset(), batches: bs}
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
 	res, err := m.StopMirrorTopics(ctx, name, []string{topic}, mirror.StopOptions{Wait: true})
 	if err != nil {
-		return fmt.Errorf("%w: stop %s on %s: %w", ErrStuck, name, d.name, err)
+		return nil, nil, fmt.Errorf("%w: stop %s on %s: %w", ErrStuck, name, d.name, err)
 	}
-	for _, tr := range res {
-		if tr.Err != nil {
-			return fmt.Errorf("mirrorsim: stop %s on %s: topic %s: %w", name, d.name, tr.Topic, tr.Err)
-		}
+	if err := firstErr(res); err != nil {
+		return nil, nil, fmt.Errorf("mirrorsim: stop %s on %s: %w", name, d.name, err)
 	}
+	ends, keeps = make([]int64, r.parts), make([]int64, r.parts)
 	for p := range r.parts {
-		l, err := d.dest.log(topic, p)
+		ends[p] = bf[p].end
+		keeps[p], err = r.checkStopped(d, p, &mdl[p], bf[p].end, bf[p].latest, bf[p].batches)
 		if err != nil {
-			return err
-		}
-		bs, raw, err := readLog(l)
-		if err != nil {
-			return err
-		}
-		if !bytes.HasPrefix(raw, bf[p].committed) {
-			return violation("committed-not-lost", "%s %s-%d: the %d bytes committed and mirrored before the stop (LSO %d) are not a prefix of the log after it: before %s, after %s",
-				d.name, topic, p, len(bf[p].committed), bf[p].lso, summary(bf[p].batches), summary(bs))
-		}
-		if open := l.OpenTransactions(); len(open) > 0 {
-			return violation("stopped-no-open-txn", "%s %s-%d: STOPPED with open transactions %+v", d.name, topic, p, open)
-		}
-		// The facade publishes STOPPED before it runs STOPPED's ClearReadOnly, so
-		// StopMirrorTopics(Wait) may return a moment before the partition is writable:
-		// wait for it (bounded).
-		if err := r.waitUntil(func() (bool, error) {
-			return !d.dest.ReadOnly(topic, p), violation("stopped-writable", "%s %s-%d: STOPPED but still read-only", d.name, topic, p)
-		}); err != nil {
-			return err
-		}
-		if le := l.LeaderEpoch(); le <= bf[p].latest {
-			return violation("stop-bumps-epoch", "%s %s-%d: leader epoch %d after stop, not above the latest copied epoch %d", d.name, topic, p, le, bf[p].latest)
-		}
-		if !hasPIDReset(bs, len(bf[p].committed)) {
-			return violation("stop-pid-reset", "%s %s-%d: no MIRROR_PID_RESET after the mirrored data", d.name, topic, p)
+			return nil, nil, err
 		}
 	}
 	r.tracef("stop %s on %s: STOPPED, logs %v", name, d.name, r.leos(d))
-	return nil
+	return ends, keeps, nil
 }
 
-// hasPIDReset reports whether a MIRROR_PID_RESET control batch starts at or after byte
-// position from of the log.
-func hasPIDReset(bs []batchView, from int) bool {
-	pos := 0
+// checkStopped checks partition p of d after its stop (see stopMirror); end and latest
+// are its log end and latest epoch before the stop. It returns the offset below which
+// the stop kept the data records.
+func (r *run) checkStopped(d *site, p int32, m *partModel, end int64, latest int32, before []batchView) (int64, error) {
+	l, err := d.dest.log(topic, p)
+	if err != nil {
+		return 0, err
+	}
+	bs, _, err := readLog(l)
+	if err != nil {
+		return 0, err
+	}
+	recs, err := logRecords(bs)
+	if err != nil {
+		return 0, err
+	}
+	idx := recordIndex(recs)
+	open := m.firstOpen(end)
+	lso := l.LastStableOffset()
+	name := fmt.Sprintf("%s %s-%d", d.name, topic, p)
+	for _, mr := range m.committed(end) {
+		if !r.opts.strictStop && mr.off >= open {
+			break
+		}
+		lr, ok := idx[mr.off]
+		if !ok || !lr.same(mr) {
+			return 0, violation("committed-not-lost", "%s: the record %v, committed and mirrored before the stop (log end %d, first open transaction at %d), is gone after it: before %s, after %s",
+				name, mr, end, open, summary(before), summary(bs))
+		}
+		if lr.aborted || mr.off >= lso {
+			return 0, violation("committed-not-lost", "%s: the committed record %v is hidden from read_committed after the stop (aborted %v, last stable offset %d): after %s",
+				name, mr, lr.aborted, lso, summary(bs))
+		}
+	}
+	if open := l.OpenTransactions(); len(open) > 0 {
+		return 0, violation("stopped-no-open-txn", "%s: STOPPED with open transactions %+v", name, open)
+	}
+	if lso != l.HighWatermark() {
+		return 0, violation("stopped-no-open-txn", "%s: STOPPED with last stable offset %d below the high watermark %d", name, lso, l.HighWatermark())
+	}
+	// The facade publishes STOPPED before it runs STOPPED's ClearReadOnly, so
+	// StopMirrorTopics(Wait) may return a moment before the partition is writable:
+	// wait for it (bounded).
+	if err := r.waitUntil(func() (bool, error) {
+		return !d.dest.ReadOnly(topic, p), violation("stopped-writable", "%s: STOPPED but still read-only", name)
+	}); err != nil {
+		return 0, err
+	}
+	if le := l.LeaderEpoch(); le <= latest {
+		return 0, violation("stop-bumps-epoch", "%s: leader epoch %d after stop, not above the latest copied epoch %d", name, le, latest)
+	}
+	keep := open
+	if _, ok := idx[open]; ok && open < end {
+		keep = end // the stop kept the open transaction's records (ABORT markers)
+	}
+	if !hasPIDReset(bs, min(keep, l.LogEndOffset())) {
+		return 0, violation("stop-pid-reset", "%s: no MIRROR_PID_RESET after the mirrored data (kept below %d): %s", name, keep, summary(bs))
+	}
+	return keep, nil
+}
+
+// hasPIDReset reports whether a MIRROR_PID_RESET control batch starts at or after
+// offset from.
+func hasPIDReset(bs []batchView, from int64) bool {
 	for _, b := range bs {
-		if pos >= from && b.pidReset {
+		if b.base >= from && b.pidReset {
 			return true
 		}
-		pos += len(b.raw)
 	}
 	return false
 }
@@ -555,18 +616,14 @@ func (r *run) failover(d *site, crash bool) error {
 		if err := r.closeSite(old); err != nil {
 			return err
 		}
-		old.dest.crashLogs()
-		old.store.Crash()
+		if err := r.crashSite(old); err != nil {
+			return err
+		}
 		r.tracef("primary %s crashed (down)", old.name)
 	}
 	r.tracef("failover from %s to %s (crash=%v)", old.name, d.name, crash)
-	if err := r.stopMirror(d); err != nil {
-		return err
-	}
-	r.primary = d.idx
-	r.src[d.idx] = -1
-	r.prod.txn = map[int32]*pidSeq{}
-	if err := r.resyncProducer(); err != nil {
+	ends, keeps, err := r.stopMirror(d, r.model)
+	if err != nil {
 		return err
 	}
 	// The other mirrors of the old primary stop before it fails back: its PREPARING
@@ -574,12 +631,21 @@ func (r *run) failover(d *site, crash bool) error {
 	var others []*site
 	for _, s := range r.sites {
 		if s.idx != d.idx && s.idx != old.idx && s.mirror() != nil {
-			if err := r.stopMirror(s); err != nil {
+			if _, _, err := r.stopMirror(s, r.model); err != nil {
 				return err
 			}
 			others = append(others, s)
 		}
 	}
+	next := make([]partModel, r.parts)
+	for p := range r.parts {
+		next[p] = r.model[p].failover(ends[p], keeps[p])
+	}
+	r.model = next
+	r.primary = d.idx
+	r.src[d.idx] = -1
+	r.prod.txn = map[int32]*pidSeq{}
+	r.resyncProducer()
 	if old.mirror() != nil {
 		if err := r.startMirror(old, d); err != nil {
 			return err
