@@ -50,7 +50,8 @@ func describeConfigs(dest mirror.Destination, req *kmsg.DescribeConfigsRequest) 
 	return resp
 }
 
-// topicConfigs lists cfgs (only names, when names is not nil), sorted.
+// topicConfigs lists cfgs, sorted; a non-empty names keeps only those (a null
+// or empty list asks for all, as Kafka treats both).
 func topicConfigs(cfgs map[string]string, names []string) []kmsg.DescribeConfigsResponseResourceConfig {
 	want := map[string]bool{}
 	for _, n := range names {
@@ -58,7 +59,7 @@ func topicConfigs(cfgs map[string]string, names []string) []kmsg.DescribeConfigs
 	}
 	keys := make([]string, 0, len(cfgs))
 	for k := range cfgs {
-		if names == nil || want[k] {
+		if len(names) == 0 || want[k] {
 			keys = append(keys, k)
 		}
 	}
