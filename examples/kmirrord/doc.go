@@ -18,7 +18,7 @@
 //   - -cluster-id ID: the site's cluster id. Used on first start (a random id
 //     when empty) and stored in DIR/kmirrord-cluster-id; a later start with
 //     another ID is refused.
-//   - -sync-interval, -log-level, -log-format: see -help.
+//   - -sync-interval, -log-level, -log-format, -cpuprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama
 // source admin for the source cluster, and the admin-RPC peer (LME lookup)

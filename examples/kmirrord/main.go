@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,7 @@ type options struct {
 	syncInterval time.Duration
 	logLevel     slog.Level
 	logFormat    string
+	cpuProfile   string
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -71,6 +73,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(o, stderr)
+	if o.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			log.Error("kmirrord: cannot start", "err", err)
+			return exitRuntime
+		}
+		defer stopProfile()
+	}
 	d, err := start(o, log)
 	if err != nil {
 		log.Error("kmirrord: cannot start", "err", err)
@@ -101,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.syncInterval, "sync-interval", mirror.DefaultSyncInterval, "period of each mirror's metadata sync (negative: off)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kmirrord -listen HOST:PORT -data DIR [-cluster-id ID] [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -309,4 +320,21 @@ func (d *daemon) close() error {
 		d.dest = nil
 	}
 	return errors.Join(errs...)
+}
+
+// startCPUProfile starts writing a CPU profile to path; the returned func
+// stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("kmirrord: -cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("kmirrord: -cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

@@ -26,7 +26,7 @@ type rec struct {
 	Key, Value string
 }
 
-func kgoClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+func kgoClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.MetadataMinAge(50 * time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
@@ -34,7 +34,7 @@ func kgoClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func request[R kmsg.Response](t *testing.T, cl *kgo.Client, req kmsg.Request) R {
+func request[R kmsg.Response](t testing.TB, cl *kgo.Client, req kmsg.Request) R {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -44,7 +44,7 @@ func request[R kmsg.Response](t *testing.T, cl *kgo.Client, req kmsg.Request) R 
 }
 
 // createTopic creates a plain topic on a site with CreateTopics.
-func createTopic(t *testing.T, addr, topic string, partitions int32) {
+func createTopic(t testing.TB, addr, topic string, partitions int32) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -57,7 +57,7 @@ func createTopic(t *testing.T, addr, topic string, partitions int32) {
 }
 
 // topicID returns the topic's id from Metadata.
-func topicID(t *testing.T, cl *kgo.Client, topic string) [16]byte {
+func topicID(t testing.TB, cl *kgo.Client, topic string) [16]byte {
 	t.Helper()
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
@@ -71,7 +71,7 @@ func topicID(t *testing.T, cl *kgo.Client, topic string) [16]byte {
 
 // produceKgo writes n records to each partition with a kgo idempotent
 // producer (kgo's default) and returns their offsets by partition.
-func produceKgo(t *testing.T, addr, topic string, partitions int32, n int, tag string) map[int32][]int64 {
+func produceKgo(t testing.TB, addr, topic string, partitions int32, n int, tag string) map[int32][]int64 {
 	t.Helper()
 	cl := kgoClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0))
@@ -95,7 +95,7 @@ func produceKgo(t *testing.T, addr, topic string, partitions int32, n int, tag s
 
 // rawLog reads a partition from offset 0 to its high watermark with raw
 // Fetch requests and returns the record batch bytes exactly as served.
-func rawLog(t *testing.T, addr, topic string, p int32) []byte {
+func rawLog(t testing.TB, addr, topic string, p int32) []byte {
 	t.Helper()
 	cl := kgoClient(t, addr)
 	id := topicID(t, cl, topic)
@@ -129,7 +129,7 @@ func rawLog(t *testing.T, addr, topic string, p int32) []byte {
 }
 
 // batches splits raw batch bytes.
-func batches(t *testing.T, raw []byte) []records.Batch {
+func batches(t testing.TB, raw []byte) []records.Batch {
 	t.Helper()
 	var out []records.Batch
 	it := records.NewIterator(raw)
@@ -142,7 +142,7 @@ func batches(t *testing.T, raw []byte) []records.Batch {
 }
 
 // logEnd is the next offset after the raw batches.
-func logEnd(t *testing.T, raw []byte) int64 {
+func logEnd(t testing.TB, raw []byte) int64 {
 	bs := batches(t, raw)
 	if len(bs) == 0 {
 		return 0
@@ -152,7 +152,7 @@ func logEnd(t *testing.T, raw []byte) int64 {
 
 // dataRecords decodes the data records of raw batches (the logs under test
 // hold no transactions: every data record is committed).
-func dataRecords(t *testing.T, raw []byte) []rec {
+func dataRecords(t testing.TB, raw []byte) []rec {
 	t.Helper()
 	var out []rec
 	for _, b := range batches(t, raw) {
@@ -171,7 +171,7 @@ func dataRecords(t *testing.T, raw []byte) []rec {
 
 // readKgo consumes want[p] records of each partition from offset 0 with a
 // kgo read_committed consumer.
-func readKgo(t *testing.T, addr, topic string, want map[int32]int) map[int32][]rec {
+func readKgo(t testing.TB, addr, topic string, want map[int32]int) map[int32][]rec {
 	t.Helper()
 	parts := map[int32]kgo.Offset{}
 	for p := range want {
@@ -203,7 +203,7 @@ func readKgo(t *testing.T, addr, topic string, want map[int32]int) map[int32][]r
 
 // readSarama consumes want[p] records of each partition from the oldest
 // offset with sarama partition consumers (read_committed).
-func readSarama(t *testing.T, addr, topic string, want map[int32]int) map[int32][]rec {
+func readSarama(t testing.TB, addr, topic string, want map[int32]int) map[int32][]rec {
 	t.Helper()
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
@@ -236,7 +236,7 @@ func readSarama(t *testing.T, addr, topic string, want map[int32]int) map[int32]
 
 // produceRaw sends one Produce (acks all) of a plain batch to each partition
 // and returns the error codes by partition.
-func produceRaw(t *testing.T, addr, topic string, partitions int32) map[int32]int16 {
+func produceRaw(t testing.TB, addr, topic string, partitions int32) map[int32]int16 {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 5000
@@ -261,7 +261,7 @@ func produceRaw(t *testing.T, addr, topic string, partitions int32) map[int32]in
 
 // produceSarama sends one message to partition p with a sarama sync
 // producer and returns its error.
-func produceSarama(t *testing.T, addr, topic string, p int32) error {
+func produceSarama(t testing.TB, addr, topic string, p int32) error {
 	t.Helper()
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
@@ -278,7 +278,7 @@ func produceSarama(t *testing.T, addr, topic string, p int32) error {
 
 // java returns the java binary and the harness's Kafka classpath, or skips
 // (fails with KMIRROR_REQUIRE_KAFKA=1) when either is missing.
-func java(t *testing.T) (bin, classpath string) {
+func java(t testing.TB) (bin, classpath string) {
 	t.Helper()
 	skip := func(why string) {
 		if os.Getenv("KMIRROR_REQUIRE_KAFKA") == "1" {
@@ -314,7 +314,7 @@ func java(t *testing.T) (bin, classpath string) {
 }
 
 // runJava runs a Kafka tool's main class with stdin and returns stdout.
-func runJava(t *testing.T, class string, stdin string, args ...string) string {
+func runJava(t testing.TB, class string, stdin string, args ...string) string {
 	t.Helper()
 	bin, cp := java(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -329,7 +329,7 @@ func runJava(t *testing.T, class string, stdin string, args ...string) string {
 
 // consoleProduce writes key:value lines to one partition's topic with Kafka's
 // kafka-console-producer (idempotent, acks all: the Java client's defaults).
-func consoleProduce(t *testing.T, addr, topic string, lines []string) {
+func consoleProduce(t testing.TB, addr, topic string, lines []string) {
 	t.Helper()
 	runJava(t, "org.apache.kafka.tools.ConsoleProducer", strings.Join(lines, "\n")+"\n",
 		"--bootstrap-server", addr, "--topic", topic,
@@ -338,7 +338,7 @@ func consoleProduce(t *testing.T, addr, topic string, lines []string) {
 
 // consoleConsume reads n records of partition 0 from the earliest offset with
 // Kafka's kafka-console-consumer (read_committed).
-func consoleConsume(t *testing.T, addr, topic string, n int) []rec {
+func consoleConsume(t testing.TB, addr, topic string, n int) []rec {
 	t.Helper()
 	out := runJava(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", "",
 		"--bootstrap-server", addr, "--topic", topic, "--partition", "0", "--offset", "earliest",

@@ -72,12 +72,13 @@ func (l logLine) num(k string) int64 {
 // site is one kmirrord process (restartable on the same data directory and
 // port).
 type site struct {
-	t         *testing.T
+	t         testing.TB
 	name      string
 	dir       string
 	clusterID string
 	port      int // 0 until the first start
 	addr      string
+	extraArgs []string // more kmirrord flags
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -90,10 +91,10 @@ type site struct {
 }
 
 // newSite starts a kmirrord on a free loopback port.
-func newSite(t *testing.T, name string) *site {
+func newSite(t testing.TB, name string, extraArgs ...string) *site {
 	t.Helper()
 	s := &site{t: t, name: name, dir: filepath.Join(t.TempDir(), name), clusterID: "site-" + strings.ToLower(name),
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), extraArgs: extraArgs}
 	t.Cleanup(func() {
 		if s.running() {
 			_ = s.cmd.Process.Kill()
@@ -129,8 +130,9 @@ func (s *site) start() {
 	from := len(s.lines)
 	s.exit = nil // the previous run's
 	s.mu.Unlock()
-	cmd := exec.Command(bins.kmirrord, "-listen", fmt.Sprintf("127.0.0.1:%d", s.port), "-data", s.dir,
-		"-cluster-id", s.clusterID, "-log-format", "json")
+	args := append([]string{"-listen", fmt.Sprintf("127.0.0.1:%d", s.port), "-data", s.dir,
+		"-cluster-id", s.clusterID, "-log-format", "json"}, s.extraArgs...)
+	cmd := exec.Command(bins.kmirrord, args...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -272,9 +274,15 @@ func (s *site) ctlCode(args ...string) (stdout, stderr string, code int) {
 // createMirror creates mirror name on s with source src.
 func (s *site) createMirror(name string, src *site) {
 	s.t.Helper()
-	f := filepath.Join(s.t.TempDir(), name+".properties")
-	require.NoError(s.t, os.WriteFile(f, []byte("bootstrap.servers="+src.addr+"\nfetch.wait.max.ms=100\n"), 0o600))
-	s.ctl("--create", "--mirror", name, "--mirror-config", f)
+	s.createMirrorTo(name, src.addr, filepath.Join(s.t.TempDir(), name+".properties"))
+}
+
+// createMirrorTo creates mirror name on s with the source at bootstrap; the
+// mirror config is written to file.
+func (s *site) createMirrorTo(name, bootstrap, file string) {
+	s.t.Helper()
+	require.NoError(s.t, os.WriteFile(file, []byte("bootstrap.servers="+bootstrap+"\nfetch.wait.max.ms=100\n"), 0o600))
+	s.ctl("--create", "--mirror", name, "--mirror-config", file)
 }
 
 // partitionDesc is one partition of mirrorctl --describe --output json.
@@ -313,9 +321,15 @@ func (s *site) describe(name, topic string) []partitionDesc {
 // waitPartitions polls describe until ok holds for n partitions of topic.
 func (s *site) waitPartitions(name, topic string, n int, what string, ok func(partitionDesc) bool) []partitionDesc {
 	s.t.Helper()
+	return s.waitPartitionsFor(30*time.Second, name, topic, n, what, ok)
+}
+
+// waitPartitionsFor is waitPartitions with a timeout.
+func (s *site) waitPartitionsFor(timeout time.Duration, name, topic string, n int, what string, ok func(partitionDesc) bool) []partitionDesc {
+	s.t.Helper()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.NewTimer(30 * time.Second)
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	var ps []partitionDesc
 	for {
@@ -330,7 +344,7 @@ func (s *site) waitPartitions(name, topic string, n int, what string, ok func(pa
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			s.t.Fatalf("site %s mirror %s topic %s: not %s within 30s: %+v", s.name, name, topic, what, ps)
+			s.t.Fatalf("site %s mirror %s topic %s: not %s within %v: %+v", s.name, name, topic, what, timeout, ps)
 		}
 	}
 }
