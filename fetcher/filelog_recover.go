@@ -305,13 +305,14 @@ func (l *FileLog) applyRecovery(rec recovery) error {
 }
 
 // rebuildStateLocked rebuilds the producer state, the batch-derived epoch
-// cache, the indexes and the log end from the segments' batch headers. It
+// cache, the indexes and the log end from the segments' batch headers,
+// keeping the log start, the leader epoch and the read-only flag. It
 // modifies no file; a segment that does not read back whole (changed under
 // the log) is a *CorruptSegmentError.
 func (l *FileLog) rebuildStateLocked() error {
-	start, le := l.st.logStart, l.st.leaderEpoch
+	start, le, ro := l.st.logStart, l.st.leaderEpoch, l.st.readOnly
 	l.st = newLogState(start)
-	l.st.leaderEpoch = le
+	l.st.leaderEpoch, l.st.readOnly = le, ro
 	lower := int64(0)
 	for _, s := range l.segs {
 		size := s.size

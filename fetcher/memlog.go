@@ -99,11 +99,12 @@ func (m *MemoryLog) Crash() {
 }
 
 // rebuildLocked recomputes the epoch cache, producer state and log end from
-// the batches, keeping logStart, hw (capped) and the leader epoch.
+// the batches, keeping logStart, hw (capped), the leader epoch and the
+// read-only flag.
 func (m *MemoryLog) rebuildLocked() {
-	start, hw, le := m.st.logStart, m.st.hw, m.st.leaderEpoch
+	start, hw, le, ro := m.st.logStart, m.st.hw, m.st.leaderEpoch, m.st.readOnly
 	m.st = newLogState(start)
-	m.st.leaderEpoch = le
+	m.st.leaderEpoch, m.st.readOnly = le, ro
 	m.st.logEnd = m.floor
 	for _, b := range m.batches {
 		m.st.apply(b.info)

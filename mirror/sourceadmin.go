@@ -256,16 +256,25 @@ func connectedBroker(client sarama.Client) (*sarama.Broker, error) {
 	return b, nil
 }
 
+// metadata sends one Metadata v10 request. A broker connection that fails (the
+// source restarted, the connection was cut) is closed so that the next attempt
+// reconnects; the request is tried once more on a fresh connection before the
+// failure is returned.
 func (a *KafkaSourceAdmin) metadata(ctx context.Context) (*sarama.MetadataResponse, error) {
-	b, err := a.broker(ctx)
-	if err != nil {
-		return nil, err
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		b, err := a.broker(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := b.GetMetadata(&sarama.MetadataRequest{Version: 10})
+		if err == nil {
+			return resp, nil
+		}
+		_ = b.Close() // raw broker requests never reconnect by themselves
+		lastErr = err
 	}
-	resp, err := b.GetMetadata(&sarama.MetadataRequest{Version: 10})
-	if err != nil {
-		return nil, fmt.Errorf("%w: metadata: %w", ErrSourceAdmin, err)
-	}
-	return resp, nil
+	return nil, fmt.Errorf("%w: metadata: %w", ErrSourceAdmin, lastErr)
 }
 
 // ClusterID implements SourceAdmin (from the Metadata response).

@@ -217,7 +217,6 @@ func (d *dest) clearCount(topic string, partition int32) int {
 	return d.clears[mirror.TopicPartition{Topic: topic, Partition: partition}]
 }
 
-
 // Produce is the client write path of the simulated destination (what a broker's
 // Produce handler calls): every batch (one or more whole batches) goes through
 // mirror.ProduceToLog, the library's client write path, so the log's own read-only guard

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/dataplane"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options holds the parsed command line.
+type options struct {
+	listen       string
+	advertise    string
+	data         string
+	clusterID    string
+	syncInterval time.Duration
+	logLevel     slog.Level
+	logFormat    string
+	cpuProfile   string
+}
+
+// usageError is a command-line mistake (exit code 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// run starts the daemon, serves until ctx is done (SIGTERM, SIGINT) or the
+// server fails, stops it, and returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "kmirrord: %v\nRun 'kmirrord -help' for usage.\n", err)
+		}
+		return exitUsage
+	}
+	log := newLogger(o, stderr)
+	if o.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			log.Error("kmirrord: cannot start", "err", err)
+			return exitRuntime
+		}
+		defer stopProfile()
+	}
+	d, err := start(o, log)
+	if err != nil {
+		log.Error("kmirrord: cannot start", "err", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return exitUsage
+		}
+		return exitRuntime
+	}
+	if err := d.serve(ctx); err != nil {
+		log.Error("kmirrord: stopped with an error", "err", err)
+		return exitRuntime
+	}
+	return exitOK
+}
+
+// parseFlags parses and checks the command line. Its error is flag.ErrHelp,
+// a *usageError to print, or a flag package error the flag package has
+// already printed with the usage.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("kmirrord", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", "", "`host:port` of the admin RPCs and the data plane (required; port 0 picks one)")
+	fs.StringVar(&o.advertise, "advertise", "", "`host:port` clients are told to connect to (default: the listen address)")
+	fs.StringVar(&o.data, "data", "", "data `directory` of the site's destination and state (required)")
+	fs.StringVar(&o.clusterID, "cluster-id", "", "cluster `id` of the site, used on first start and stored in the data directory (default: random)")
+	fs.DurationVar(&o.syncInterval, "sync-interval", mirror.DefaultSyncInterval, "period of each mirror's metadata sync (negative: off)")
+	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: kmirrord -listen HOST:PORT -data DIR [-cluster-id ID] [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("kmirrord: %w", err) // printed by flag
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return nil, usagef("-log-level: %v", err)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return nil, usagef("-log-format must be text or json, got %q", o.logFormat)
+	}
+	if o.listen == "" {
+		return nil, usagef("-listen is required")
+	}
+	if _, _, err := splitHostPort(o.listen, true); err != nil {
+		return nil, usagef("-listen: %v", err)
+	}
+	if o.advertise != "" {
+		host, _, err := splitHostPort(o.advertise, false)
+		if err != nil {
+			return nil, usagef("-advertise: %v", err)
+		}
+		if host == "" {
+			return nil, usagef("-advertise: empty host in %q", o.advertise)
+		}
+	}
+	if strings.TrimSpace(o.data) == "" {
+		return nil, usagef("-data is required")
+	}
+	if o.clusterID != "" {
+		if err := validClusterID(o.clusterID); err != nil {
+			return nil, usagef("-cluster-id: %v", err)
+		}
+	}
+	return o, nil
+}
+
+// splitHostPort splits a HOST:PORT flag value; the port must be 1-65535, or
+// 0 when zeroOK.
+func splitHostPort(v string, zeroOK bool) (string, int, error) {
+	host, ps, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 0 || port > 65535 || (port == 0 && !zeroOK) {
+		return "", 0, fmt.Errorf("invalid port %q in %q", ps, v)
+	}
+	return host, port, nil
+}
+
+func newLogger(o *options, w io.Writer) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: o.logLevel}
+	if o.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// daemon is a started site: destination, Mirror, server and listener.
+type daemon struct {
+	log  *slog.Logger
+	dest *mirror.LocalDestination
+	m    *mirror.Mirror
+	srv  *admin.Server
+	ln   net.Listener
+	done chan error // Serve's result
+	// served is set once Serve's result was taken from done.
+	served bool
+}
+
+// start opens the data directory, the Mirror and the listener, and starts
+// serving.
+func start(o *options, log *slog.Logger) (_ *daemon, err error) {
+	stored, err := readClusterID(o.data)
+	if err != nil {
+		return nil, err
+	}
+	id, err := chooseClusterID(o.clusterID, stored)
+	if err != nil {
+		return nil, err
+	}
+	dest, err := mirror.OpenFileDestination(o.data, id, fetcher.FileLogOptions{})
+	if errors.Is(err, mirror.ErrDestinationLocked) {
+		return nil, fmt.Errorf("kmirrord: data directory %s is in use by another kmirrord (or another kmirror host): %w", o.data, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kmirrord: open data directory: %w", err)
+	}
+	d := &daemon{log: log, dest: dest, done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.close())
+		}
+	}()
+	if err := persistClusterID(o.data, id, stored); err != nil {
+		return nil, err
+	}
+	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: o.syncInterval}, mirror.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("kmirrord: open mirror state: %w", err)
+	}
+	d.m = m
+	if err := d.listen(o); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// listen opens the listener, builds the data plane and the server, and
+// starts serving.
+func (d *daemon) listen(o *options) error {
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("kmirrord: listen: %w", err)
+	}
+	host, port, err := advertised(o, ln.Addr())
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port)})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("kmirrord: data plane: %w", err)
+	}
+	extra := append(dp.APIs(), describeConfigsAPI(d.dest))
+	srv, err := admin.NewServer(admin.ServerConfig{
+		Handler: mirror.NewAdminHandler(d.m),
+		Extra:   extra,
+		OnError: func(err error) { d.log.Debug("kmirrord: connection error", "err", err) },
+	})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("kmirrord: server: %w", err)
+	}
+	d.srv, d.ln = srv, ln
+	go func() { d.done <- srv.Serve(ln) }()
+	d.log.Info("kmirrord listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)),
+		"data", o.data, "cluster_id", d.dest.ClusterID())
+	return nil
+}
+
+// advertised returns the host and port Metadata names.
+func advertised(o *options, bound net.Addr) (string, int, error) {
+	if o.advertise != "" {
+		return splitHostPort(o.advertise, false)
+	}
+	host, _, _ := net.SplitHostPort(o.listen)
+	port := bound.(*net.TCPAddr).Port
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", 0, fmt.Errorf("kmirrord: no -advertise and no host name for the unspecified listen host: %w", err)
+		}
+		host = h
+	}
+	return host, port, nil
+}
+
+// serve waits for ctx or a server failure, then stops everything.
+func (d *daemon) serve(ctx context.Context) error {
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		d.log.Info("kmirrord stopping", "cause", context.Cause(ctx))
+	case serveErr = <-d.done:
+		d.served = true
+		d.log.Error("kmirrord: server failed", "err", serveErr)
+	}
+	err := errors.Join(serveErr, d.close())
+	if err == nil {
+		d.log.Info("kmirrord stopped")
+	}
+	return err
+}
+
+// close stops the server (listener and connections), then the Mirror, then
+// the destination; each step runs even when an earlier one fails.
+func (d *daemon) close() error {
+	var errs []error
+	if d.srv != nil {
+		errs = append(errs, d.srv.Close())
+		if !d.served {
+			if err := <-d.done; !errors.Is(err, admin.ErrServerClosed) {
+				errs = append(errs, err)
+			}
+			d.served = true
+		}
+		d.srv = nil
+	}
+	if d.m != nil {
+		errs = append(errs, d.m.Close())
+		d.m = nil
+	}
+	if d.dest != nil {
+		errs = append(errs, d.dest.Close())
+		d.dest = nil
+	}
+	return errors.Join(errs...)
+}
+
+// startCPUProfile starts writing a CPU profile to path; the returned func
+// stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("kmirrord: -cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("kmirrord: -cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/admin"
+)
+
+// daemonRun is one run of run() on a goroutine, its stderr piped.
+type daemonRun struct {
+	cancel context.CancelFunc
+	code   chan int
+	addr   string
+}
+
+// startRun runs the daemon with args until stop, waiting for its listening
+// line.
+func startRun(t *testing.T, args ...string) *daemonRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	d := &daemonRun{cancel: cancel, code: make(chan int, 1)}
+	go func() {
+		d.code <- run(ctx, append(args, "-log-format", "json"), pw)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		var l map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), sc.Text())
+		if l["msg"] == "kmirrord listening" {
+			d.addr = l["addr"].(string)
+			break
+		}
+	}
+	require.NotEmpty(t, d.addr, "the daemon exited before listening")
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	t.Cleanup(func() {
+		if d.cancel != nil {
+			d.stop(t)
+		}
+	})
+	return d
+}
+
+// stop cancels the run (SIGTERM's path) and requires exit code 0.
+func (d *daemonRun) stop(t *testing.T) {
+	t.Helper()
+	d.cancel()
+	d.cancel = nil
+	select {
+	case code := <-d.code:
+		require.Equal(t, exitOK, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not stop within 30s")
+	}
+}
+
+func runOnce(args ...string) (int, string) {
+	var sb strings.Builder
+	code := run(context.Background(), args, &sb)
+	return code, sb.String()
+}
+
+func TestBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"-bogus"},
+		{"-data", dir},
+		{"-listen", "127.0.0.1:0"},
+		{"-listen", "nohostport", "-data", dir},
+		{"-listen", "127.0.0.1:70000", "-data", dir},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-advertise", "h:0"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-cluster-id", "has space"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-log-level", "loud"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "extra"},
+	} {
+		code, out := runOnce(args...)
+		require.Equal(t, exitUsage, code, "%v: %s", args, out)
+		require.NotEmpty(t, out, "%v", args)
+	}
+	code, _ := runOnce("-help")
+	require.Equal(t, exitOK, code)
+}
+
+// TestStartStopAndClusterID: first start stores the id; a restart without
+// -cluster-id keeps it; another id is a usage error; a second daemon on the
+// same directory fails with exit 1 while the first runs.
+func TestStartStopAndClusterID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	d := startRun(t, "-listen", "127.0.0.1:0", "-data", dir, "-cluster-id", "site-a")
+	code, out := runOnce("-listen", "127.0.0.1:0", "-data", dir)
+	require.Equal(t, exitRuntime, code, out)
+	require.Contains(t, out, "in use")
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mreq := kmsg.NewPtrMetadataRequest()
+	resp, err := cl.Request(ctx, mreq)
+	require.NoError(t, err)
+	require.Equal(t, "site-a", *resp.(*kmsg.MetadataResponse).ClusterID)
+	// The admin RPCs share the port.
+	kacl, err := kgo.NewClient(append(admin.ClientOpts(), kgo.SeedBrokers(d.addr))...)
+	require.NoError(t, err)
+	defer kacl.Close()
+	acl := admin.NewClient(kacl)
+	list, err := acl.ListClusterMirrors(ctx, admin.NewPtrListClusterMirrorsRequest())
+	require.NoError(t, err)
+	require.Empty(t, list.Mirrors)
+	d.stop(t)
+
+	b, err := os.ReadFile(filepath.Join(dir, ClusterIDFile))
+	require.NoError(t, err)
+	require.Equal(t, "site-a\n", string(b))
+	code, out = runOnce("-listen", "127.0.0.1:0", "-data", dir, "-cluster-id", "site-b")
+	require.Equal(t, exitUsage, code, out)
+	require.Contains(t, out, "site-a")
+	d = startRun(t, "-listen", "127.0.0.1:0", "-data", dir)
+	d.stop(t)
+}
+
+// TestDescribeConfigs: topic configs kept by the destination are served as
+// topic-level values; unknown topics and resource types get Kafka's codes.
+func TestDescribeConfigs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	d := startRun(t, "-listen", "127.0.0.1:0", "-data", dir, "-cluster-id", "c")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, 1
+	rt.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "retention.ms", Value: kmsg.StringPtr("1000")}}
+	ct.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	cresp, err := cl.Request(ctx, ct)
+	require.NoError(t, err)
+	require.Equal(t, int16(0), cresp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	for _, r := range []struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}{{kmsg.ConfigResourceTypeTopic, "t"}, {kmsg.ConfigResourceTypeTopic, "missing"}, {kmsg.ConfigResourceTypeBroker, "0"}, {kmsg.ConfigResourceTypeBrokerLogger, "0"}} {
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = r.typ, r.name
+		dc.Resources = append(dc.Resources, rr)
+	}
+	dresp, err := cl.Request(ctx, dc)
+	require.NoError(t, err)
+	// kgo shards the request by resource and merges the answers in any order.
+	byName := map[string]kmsg.DescribeConfigsResponseResource{}
+	for _, r := range dresp.(*kmsg.DescribeConfigsResponse).Resources {
+		byName[r.ResourceType.String()+"/"+r.ResourceName] = r
+	}
+	require.Len(t, byName, 4)
+	topic := byName["TOPIC/t"]
+	require.Equal(t, int16(0), topic.ErrorCode)
+	require.Len(t, topic.Configs, 1)
+	require.Equal(t, "retention.ms", topic.Configs[0].Name)
+	require.Equal(t, "1000", *topic.Configs[0].Value)
+	require.Equal(t, kmsg.ConfigSourceDynamicTopicConfig, topic.Configs[0].Source)
+	require.Equal(t, int16(admin.CodeUnknownTopicOrPartition), byName["TOPIC/missing"].ErrorCode)
+	require.Equal(t, int16(0), byName["BROKER/0"].ErrorCode)
+	require.Empty(t, byName["BROKER/0"].Configs)
+	require.Equal(t, int16(admin.CodeInvalidRequest), byName["BROKER_LOGGER/0"].ErrorCode)
+	d.stop(t)
+}
