@@ -163,7 +163,10 @@ func TestSimCatchesBrokenLMETruncation(t *testing.T) {
 	t.Run("lme check", func(t *testing.T) { catchBrokenLME(t, false, "lme") })
 	// Without the direct check, the silent divergence of spec §6.4 examples A and C
 	// must still show: the logs of the pair never converge.
-	t.Run("convergence only", func(t *testing.T) { catchBrokenLME(t, true, "convergence") })
+	t.Run("convergence only", func(t *testing.T) {
+		t.Parallel()
+		catchBrokenLME(t, true, "convergence")
+	})
 }
 
 func catchBrokenLME(t *testing.T, noLMECheck bool, want string) {
@@ -174,7 +177,13 @@ func catchBrokenLME(t *testing.T, noLMECheck bool, want string) {
 	o.noLMECheck = noLMECheck
 	s, err := New(o)
 	require.NoError(t, err)
-	const bound = 200
+	bound := uint64(200)
+	if noLMECheck {
+		// The mirrors keep their leader epochs 10 ahead of their sources (spec §7.5), so
+		// the epoch collisions behind the silent divergence of examples A and C are rare:
+		// the first seed that shows one is in the thousands, not the hundreds.
+		bound = 2000
+	}
 	for seed := uint64(1); seed <= bound; seed++ {
 		err := s.Run(seed)
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
@@ -42,9 +43,10 @@ func (r *run) resyncProducer() {
 	}
 }
 
-// produce writes one batch to partition p of the primary through the client write
-// path (plain, idempotent, transactional data, or a COMMIT/ABORT marker) and records
-// it in the model.
+// produce writes one batch to partition p of the primary and records it in the model:
+// plain, idempotent or transactional data through the client write path, or a
+// COMMIT/ABORT marker the way a transaction coordinator writes it (WriteTxnMarkers:
+// clients never write control batches).
 func (r *run) produce(p int32) error {
 	prim := r.sites[r.primary]
 	r.prod.counter++
@@ -69,7 +71,13 @@ func (r *run) produce(p int32) error {
 			return err
 		}
 	}
-	off, err := r.clientWrite(prim, p, batch, true)
+	var off int64
+	var err error
+	if marker {
+		off, err = r.coordinatorMarker(prim, p, pid, batch)
+	} else {
+		off, err = r.clientWrite(prim, p, batch, true)
+	}
 	if err != nil {
 		return err
 	}
@@ -84,6 +92,27 @@ func (r *run) produce(p int32) error {
 	}
 	r.tracef("produce %s %s-%d %s at offset %d leader epoch %d", prim.name, topic, p, kind, off, l.LeaderEpoch())
 	return nil
+}
+
+// coordinatorMarker appends the COMMIT/ABORT marker batch of producer pid to partition p
+// of the primary with fetcher.WriteTxnMarker, as a transaction coordinator does, and
+// flushes it.
+func (r *run) coordinatorMarker(prim *site, p int32, pid int64, batch []byte) (int64, error) {
+	l, err := prim.dest.log(topic, p)
+	if err != nil {
+		return -1, err
+	}
+	b := records.Batch(batch)
+	typ, err := b.ControlType()
+	if err != nil {
+		return -1, err
+	}
+	off, err := fetcher.WriteTxnMarker(l, fetcher.TxnMarker{ProducerID: pid, ProducerEpoch: b.ProducerEpoch(),
+		Commit: typ == records.ControlCommit, Timestamp: b.BaseTimestamp()})
+	if err != nil {
+		return -1, fmt.Errorf("%w: marker of producer %d on %s %s-%d: %w", errClientWrite, pid, prim.name, topic, p, err)
+	}
+	return off, l.Flush()
 }
 
 // dataBatch builds the next data batch of the producer for partition p: plain,
@@ -142,7 +171,14 @@ func (r *run) uncleanElection() error {
 	if err != nil {
 		return err
 	}
+	// Usually one election (a bump of 1 to 3); sometimes a run of leader changes raises
+	// the epoch by up to 26, into the range the mirrors keep their epochs ahead by
+	// (spec §7.5: +10), so the old primary's epochs collide with a mirror's stop epoch
+	// as in spec §6.4 examples A and C.
 	bump := r.rng.Int32N(3)
+	if r.rng.IntN(4) == 0 {
+		bump += r.rng.Int32N(24)
+	}
 	cut := l.LogEndOffset()
 	if len(bs) > 0 {
 		k := 1 + r.rng.IntN(min(4, len(bs)))
