@@ -54,6 +54,7 @@ type reconciler struct {
 	pubState  atomic.Int32
 	pubReason atomic.Pointer[string]
 	srcHW     atomic.Int64
+	health    partitionHealth // source health, lag and metrics hooks (health.go)
 
 	// Owned by the run goroutine.
 	known         bool
@@ -79,6 +80,7 @@ func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, 
 		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
 	r.pubState.Store(int32(statemachine.Unknown))
 	r.srcHW.Store(-1)
+	r.health.init()
 	return r
 }
 
@@ -154,6 +156,7 @@ func (r *reconciler) onFetchFailed(err error) {
 func (r *reconciler) run() {
 	defer r.m.wg.Done()
 	defer close(r.done)
+	defer r.observeGone()
 	defer func() {
 		if r.retryAt != nil {
 			r.retryAt.Stop()
@@ -451,6 +454,7 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 		r.failCause = cause
 	}
 	if from != to {
+		r.observeTransition(from, to)
 		if r.m.opts.events != nil {
 			r.m.opts.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
 		}
@@ -474,6 +478,7 @@ func (r *reconciler) attemptsReset(to statemachine.State) {
 func (r *reconciler) publish(s statemachine.State, reason string) {
 	r.pubReason.Store(&reason) // before the state: a reader that sees s sees its reason
 	r.pubState.Store(int32(s))
+	r.observeState(s)
 	r.m.notifyChange()
 }
 
@@ -544,7 +549,7 @@ func (r *reconciler) do(a statemachine.Action) error {
 	case statemachine.StartFetcher:
 		return r.startFetcher()
 	case statemachine.StopFetcher:
-		r.srcHW.Store(-1)
+		r.fetcherStopped()
 		if f := r.mr.currentFetcher(r.topic, r.partition); f != nil {
 			if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
 				return err
@@ -573,10 +578,12 @@ func (r *reconciler) do(a statemachine.Action) error {
 			r.bumped = r.log.LeaderEpoch()
 			return nil
 		}
+		before := r.log.LeaderEpoch()
 		e, err := r.log.BumpLeaderEpoch(a.Min)
 		if err != nil {
 			return fmt.Errorf("bump leader epoch: %w", err)
 		}
+		r.observeBump(EpochBumpState, before, e)
 		r.bumped = e
 		return nil
 	case statemachine.AbortOpenTransactions:

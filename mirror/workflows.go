@@ -395,6 +395,7 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 
 func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOptions) ([]TopicDescription, error) {
 	var out []TopicDescription
+	now := m.opts.clock()
 	req := coordinator.ReadRequest{MirrorName: name}
 	type ref struct{ t, p int }
 	var refs []ref
@@ -413,11 +414,12 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 				continue
 			}
 			pd := PartitionDescription{Partition: p, State: statemachine.Unknown, LastMirrorEpoch: -1,
-				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1}
-			if o.IncludeLags {
-				if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
+				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, TimeLag: -1}
+			if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
+				if o.IncludeLags {
 					pd.SourceOffset, pd.DestinationOffset = r.offsets()
 				}
+				r.describeHealth(&pd, o.IncludeLags, now)
 			}
 			if o.IncludeStates {
 				req.Partitions = append(req.Partitions, coordinator.ReadPartition{TopicID: ts.TopicID, Partition: p, LeaderEpoch: -1})
