@@ -270,6 +270,10 @@ func (m *Mirror) checkActual(ctx context.Context, name, topic string, op statema
 			return admin.Errorf(r.ErrorCode, "topic %q partition %d: cannot read the mirror state", topic, r.Partition)
 		}
 		if err := statemachine.CheckOp(op, topic, r.Partition, r.State); err != nil {
+			var ise *statemachine.InvalidStatesError
+			if errors.As(err, &ise) {
+				return admin.NewError(admin.CodeInvalidClusterMirrorStates, ise.Reason())
+			}
 			return admin.NewError(admin.CodeInvalidClusterMirrorStates, err.Error())
 		}
 	}
