@@ -108,7 +108,7 @@ func TestUsage(t *testing.T) {
 		var out, errOut bytes.Buffer
 		require.Equal(t, exitOK, run([]string{help}, &out, &errOut))
 		require.Contains(t, out.String(), "-bootstrap-server", "usage on stdout")
-		require.Contains(t, out.String(), "-wait")
+		require.Contains(t, out.String(), "--wait")
 		require.Contains(t, out.String(), "-command-config")
 		require.Empty(t, errOut.String())
 	}
