@@ -549,7 +549,8 @@ func (r *reconciler) do(a statemachine.Action) error {
 	case statemachine.StartFetcher:
 		return r.startFetcher()
 	case statemachine.StopFetcher:
-		r.fetcherStopped()
+		r.srcHW.Store(-1)
+		defer r.fetcherStopped() // again once Remove returned: no late progress event
 		if f := r.mr.currentFetcher(r.topic, r.partition); f != nil {
 			if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
 				return err

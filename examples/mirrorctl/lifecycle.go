@@ -103,17 +103,20 @@ func (c *cli) waitStates(ctx context.Context, topics []string, want statemachine
 	}
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
+	last := "no describe answered yet"
 	for {
 		pending, err := c.pendingPartitions(ctx, topics, want)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() == nil:
 			return err
-		}
-		if pending == "" {
+		case err == nil && pending == "":
 			return nil
+		case err == nil:
+			last = pending
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("timed out after %v waiting for %s to be %s: %s", c.o.timeout, quoteList(topics), want, pending)
+			return fmt.Errorf("timed out after %v waiting for %s to be %s: %s: %w", c.o.timeout, quoteList(topics), want, last, ctx.Err())
 		case <-tick.C:
 		}
 	}
