@@ -24,10 +24,10 @@ func (c *cli) lifecycle(ctx context.Context, op, verb string, results []topicRes
 	switch op {
 	case "stop":
 		target = statemachine.Stopped
-		c.markAlready(ctx, results, statemachine.DesiredStopped, "is already stopped")
+		c.markAlready(ctx, results, statemachine.DesiredStopped, target, "stopped")
 	case "pause":
 		target = statemachine.Paused
-		c.markAlready(ctx, results, statemachine.DesiredPaused, "is already paused")
+		c.markAlready(ctx, results, statemachine.DesiredPaused, target, "paused")
 	default:
 		target = statemachine.Mirroring
 	}
@@ -59,9 +59,11 @@ func (c *cli) lifecycle(ctx context.Context, op, verb string, results []topicRes
 }
 
 // markAlready turns the INVALID_CLUSTER_MIRROR_STATES (or prototype ALREADY_PAUSED)
-// refusal of a topic whose desired state already is desired into a success with note.
-// The desired states come from ListClusterMirrors; when it fails, the refusals stay.
-func (c *cli) markAlready(ctx context.Context, results []topicResult, desired statemachine.Desired, note string) {
+// refusal of a topic whose desired state already is desired into a success with a
+// note: "is already <done>" when every partition is in state target, else "is already
+// being <done>" with the partition still on its way. The desired states come from
+// ListClusterMirrors; when it fails, the refusals stay.
+func (c *cli) markAlready(ctx context.Context, results []topicResult, desired statemachine.Desired, target statemachine.State, done string) {
 	refused := false
 	for _, r := range results {
 		refused = refused || isAlreadyCode(admin.Code(r.ErrorCode))
@@ -84,9 +86,17 @@ func (c *cli) markAlready(ctx context.Context, results []topicResult, desired st
 		}
 	}
 	for i, r := range results {
-		if isAlreadyCode(admin.Code(r.ErrorCode)) && slices.Contains(inState, r.Topic) {
-			results[i] = topicResult{Topic: r.Topic, Note: note}
+		if !isAlreadyCode(admin.Code(r.ErrorCode)) || !slices.Contains(inState, r.Topic) {
+			continue
 		}
+		note := "is already " + done
+		switch pending, err := c.pendingPartitions(ctx, []string{r.Topic}, target); {
+		case err != nil:
+			note = fmt.Sprintf("is already %s (desired state %s)", done, desired)
+		case pending != "":
+			note = fmt.Sprintf("is already being %s (%s)", done, pending)
+		}
+		results[i] = topicResult{Topic: r.Topic, Note: note}
 	}
 }
 
