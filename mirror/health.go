@@ -72,11 +72,11 @@ func (r *reconciler) observeProgress(p fetcher.Progress) {
 	if p.Bytes > 0 || p.Records > 0 {
 		mt.Mirrored(r.ref(), p.Bytes, p.Records)
 	}
-	secs := -1.0
-	if d := h.timeLag(p.Lag, now); d >= 0 {
-		secs = d.Seconds()
+	var upTo time.Time
+	if ts := h.lastTs.Load(); ts >= 0 {
+		upTo = time.UnixMilli(ts)
 	}
-	mt.Lag(r.ref(), p.Lag, secs)
+	mt.Lag(r.ref(), p.Lag, upTo)
 }
 
 // observeSourceError records a failed, retried fetch attempt (fetcher goroutine).
@@ -96,7 +96,7 @@ func (r *reconciler) observeSourceError(err error) {
 func (r *reconciler) fetcherStopped() {
 	r.srcHW.Store(-1)
 	r.health.problem.Store(nil)
-	r.metrics().Lag(r.ref(), -1, -1)
+	r.metrics().Lag(r.ref(), -1, time.Time{})
 }
 
 // observeState reports a published state.

@@ -55,10 +55,13 @@ type Metrics interface {
 	// StateTransition reports one durable actual-state change.
 	StateTransition(p PartitionRef, from, to statemachine.State)
 	// Lag reports the partition's lag after every processed fetch response: offsets is
-	// source high watermark − destination log end, seconds the age of the oldest
-	// source record not yet mirrored (0 when caught up). Negative values mean unknown
-	// (seconds before any batch was mirrored, both when the fetcher stopped).
-	Lag(p PartitionRef, offsets int64, seconds float64)
+	// source high watermark − destination log end, mirroredUpTo the largest batch
+	// MaxTimestamp this owner mirrored (zero before the first batch). The age of the
+	// oldest source record not yet mirrored is 0 when offsets is 0 and now −
+	// mirroredUpTo otherwise: an adapter computes it when read, so that it grows while
+	// the mirror stalls (LagSeconds). offsets < 0 means unknown: the partition left the
+	// fetcher.
+	Lag(p PartitionRef, offsets int64, mirroredUpTo time.Time)
 	// Mirrored reports the record-batch bytes and records one fetch response appended.
 	Mirrored(p PartitionRef, bytes, records int64)
 	// Fetch reports one Fetch round trip of mirror to source broker: its latency, the
@@ -98,7 +101,22 @@ func (NopMetrics) PartitionGone(PartitionRef) {}
 func (NopMetrics) StateTransition(PartitionRef, statemachine.State, statemachine.State) {}
 
 // Lag implements Metrics.
-func (NopMetrics) Lag(PartitionRef, int64, float64) {}
+func (NopMetrics) Lag(PartitionRef, int64, time.Time) {}
+
+// LagSeconds is the age at now of the oldest source record not yet mirrored, from the
+// arguments of Metrics.Lag; ok is false when it is unknown (offsets < 0, or a lag with
+// no batch mirrored yet).
+func LagSeconds(offsets int64, mirroredUpTo, now time.Time) (seconds float64, ok bool) {
+	switch {
+	case offsets < 0:
+		return 0, false
+	case offsets == 0:
+		return 0, true
+	case mirroredUpTo.IsZero():
+		return 0, false
+	}
+	return max(0, now.Sub(mirroredUpTo).Seconds()), true
+}
 
 // Mirrored implements Metrics.
 func (NopMetrics) Mirrored(PartitionRef, int64, int64) {}

@@ -23,7 +23,7 @@ type metricsRecorder struct {
 	gone        map[PartitionRef]bool
 	transitions map[[2]statemachine.State]int
 	lagOffsets  map[PartitionRef]int64
-	lagSeconds  map[PartitionRef]float64
+	lagUpTo     map[PartitionRef]time.Time
 	bytes       int64
 	records     int64
 	fetches     int
@@ -37,7 +37,7 @@ type metricsRecorder struct {
 
 func newMetricsRecorder() *metricsRecorder {
 	return &metricsRecorder{states: map[PartitionRef]statemachine.State{}, gone: map[PartitionRef]bool{},
-		transitions: map[[2]statemachine.State]int{}, lagOffsets: map[PartitionRef]int64{}, lagSeconds: map[PartitionRef]float64{},
+		transitions: map[[2]statemachine.State]int{}, lagOffsets: map[PartitionRef]int64{}, lagUpTo: map[PartitionRef]time.Time{},
 		truncations: map[TruncationCause]int{}, bumps: map[EpochBumpCause]int{}, admin: map[string]admin.Code{}}
 }
 
@@ -59,10 +59,10 @@ func (r *metricsRecorder) StateTransition(_ PartitionRef, from, to statemachine.
 	r.transitions[[2]statemachine.State{from, to}]++
 }
 
-func (r *metricsRecorder) Lag(p PartitionRef, offsets int64, seconds float64) {
+func (r *metricsRecorder) Lag(p PartitionRef, offsets int64, upTo time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lagOffsets[p], r.lagSeconds[p] = offsets, seconds
+	r.lagOffsets[p], r.lagUpTo[p] = offsets, upTo
 }
 
 func (r *metricsRecorder) Mirrored(_ PartitionRef, bytes, records int64) {
@@ -155,7 +155,10 @@ func TestMetricsAndHonestLagOnKfake(t *testing.T) {
 	rec.mu.Lock()
 	require.Equal(t, statemachine.Mirroring, rec.states[ref])
 	require.Equal(t, int64(0), rec.lagOffsets[ref])
-	require.Equal(t, 0.0, rec.lagSeconds[ref])
+	require.False(t, rec.lagUpTo[ref].IsZero(), "batches were mirrored")
+	secs, ok := LagSeconds(rec.lagOffsets[ref], rec.lagUpTo[ref], time.Now())
+	require.True(t, ok)
+	require.Equal(t, 0.0, secs)
 	require.Positive(t, rec.bytes)
 	require.Equal(t, int64(2*n), rec.records)
 	require.Positive(t, rec.fetches)
@@ -210,6 +213,20 @@ func TestSourceErrorCodes(t *testing.T) {
 	require.Equal(t, admin.CodeUnknownTopicOrPartition, sourceErrorCode(fmt.Errorf("x: %w", fetcher.ErrUnknownPartition)))
 	require.Equal(t, admin.CodeLeaderNotAvailable, sourceErrorCode(fetcher.ErrNoLeader))
 	require.Equal(t, admin.CodeNetworkException, sourceErrorCode(fmt.Errorf("dial tcp: connection refused")))
+}
+
+func TestLagSeconds(t *testing.T) {
+	now := time.UnixMilli(10_000)
+	_, ok := LagSeconds(-1, now, now)
+	require.False(t, ok)
+	s, ok := LagSeconds(0, time.Time{}, now)
+	require.True(t, ok)
+	require.Equal(t, 0.0, s)
+	_, ok = LagSeconds(3, time.Time{}, now)
+	require.False(t, ok, "behind, nothing mirrored yet: unknown")
+	s, ok = LagSeconds(3, time.UnixMilli(7_500), now)
+	require.True(t, ok)
+	require.Equal(t, 2.5, s)
 }
 
 func TestTimeLag(t *testing.T) {

@@ -13,6 +13,7 @@ package kmprom
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,7 @@ type Metrics struct {
 
 	state        *prometheus.GaugeVec
 	lagOffsets   *prometheus.GaugeVec
-	lagSeconds   *prometheus.GaugeVec
+	lagSeconds   *lagCollector
 	bytes        *prometheus.CounterVec
 	records      *prometheus.CounterVec
 	fetchLatency *prometheus.HistogramVec
@@ -93,10 +94,11 @@ func New(namespace string, opts ...Opt) *Metrics {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: c.buckets}, labels)
 	}
 	m := &Metrics{
-		reg:          c.reg,
-		state:        gauge("partition_state", "1 for the actual state of each mirror partition owned by this instance.", append(part, "state")...),
-		lagOffsets:   gauge("partition_lag_offsets", "Source high watermark minus destination log end offset, after the last fetch response; absent when unknown.", part...),
-		lagSeconds:   gauge("partition_lag_seconds", "Age of the oldest source record not yet mirrored, from batch timestamps; 0 when caught up; absent when unknown.", part...),
+		reg:        c.reg,
+		state:      gauge("partition_state", "1 for the actual state of each mirror partition owned by this instance.", append(part, "state")...),
+		lagOffsets: gauge("partition_lag_offsets", "Source high watermark minus destination log end offset, after the last fetch response; absent when unknown.", part...),
+		lagSeconds: newLagCollector(prometheus.BuildFQName(namespace, "", "partition_lag_seconds"),
+			"Age of the oldest source record not yet mirrored, from batch timestamps, computed at scrape time; 0 when caught up; absent when unknown.", part),
 		bytes:        counter("mirrored_bytes_total", "Record-batch bytes appended to destination logs.", "mirror", "topic"),
 		records:      counter("mirrored_records_total", "Records appended to destination logs (control records included).", "mirror", "topic"),
 		fetchLatency: histogram("fetch_latency_seconds", "Fetch round trips to each source broker, long-poll wait included.", "mirror", "broker"),
@@ -144,7 +146,7 @@ func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
 	l := partLabels(p)
 	m.state.DeletePartialMatch(l)
 	m.lagOffsets.Delete(l)
-	m.lagSeconds.Delete(l)
+	m.lagSeconds.delete(p)
 }
 
 // StateTransition implements mirror.Metrics.
@@ -152,18 +154,62 @@ func (m *Metrics) StateTransition(p mirror.PartitionRef, from, to statemachine.S
 	m.transitions.WithLabelValues(p.Mirror, from.String(), to.String()).Inc()
 }
 
-// Lag implements mirror.Metrics.
-func (m *Metrics) Lag(p mirror.PartitionRef, offsets int64, seconds float64) {
+// Lag implements mirror.Metrics. The seconds series is computed at scrape time from
+// the last report (mirror.LagSeconds), so it grows while the mirror stalls.
+func (m *Metrics) Lag(p mirror.PartitionRef, offsets int64, mirroredUpTo time.Time) {
 	l := partLabels(p)
 	if offsets < 0 {
 		m.lagOffsets.Delete(l)
-	} else {
-		m.lagOffsets.With(l).Set(float64(offsets))
+		m.lagSeconds.delete(p)
+		return
 	}
-	if seconds < 0 {
-		m.lagSeconds.Delete(l)
-	} else {
-		m.lagSeconds.With(l).Set(seconds)
+	m.lagOffsets.With(l).Set(float64(offsets))
+	m.lagSeconds.set(p, offsets, mirroredUpTo)
+}
+
+// lagCollector exports the lag in seconds of every partition, computed when scraped.
+type lagCollector struct {
+	desc *prometheus.Desc
+	now  func() time.Time
+
+	mu    sync.Mutex // guards parts
+	parts map[mirror.PartitionRef]lagPoint
+}
+
+// lagPoint is the last Lag report of a partition.
+type lagPoint struct {
+	offsets int64
+	upTo    time.Time
+}
+
+func newLagCollector(name, help string, labels []string) *lagCollector {
+	return &lagCollector{desc: prometheus.NewDesc(name, help, labels, nil), now: time.Now, parts: map[mirror.PartitionRef]lagPoint{}}
+}
+
+func (c *lagCollector) set(p mirror.PartitionRef, offsets int64, upTo time.Time) {
+	c.mu.Lock()
+	c.parts[p] = lagPoint{offsets: offsets, upTo: upTo}
+	c.mu.Unlock()
+}
+
+func (c *lagCollector) delete(p mirror.PartitionRef) {
+	c.mu.Lock()
+	delete(c.parts, p)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, v := range c.parts {
+		if s, ok := mirror.LagSeconds(v.offsets, v.upTo, now); ok {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, s, p.Mirror, p.Topic, strconv.Itoa(int(p.Partition)))
+		}
 	}
 }
 

@@ -161,15 +161,22 @@ func TestPartitionGoneDropsSeries(t *testing.T) {
 	p := mirror.PartitionRef{Mirror: "m", Topic: "t", Partition: 3}
 	mt.PartitionState(p, statemachine.Preparing)
 	mt.PartitionState(p, statemachine.Mirroring)
-	mt.Lag(p, 5, 1.5)
+	mt.Lag(p, 5, time.Now().Add(-90*time.Second))
 	require.Equal(t, 1, testutil.CollectAndCount(mt.Registry(), "test_partition_state"))
 	v, ok := value(t, series(t, mt), "test_partition_lag_seconds", map[string]string{"partition": "3"})
 	require.True(t, ok)
-	require.Equal(t, 1.5, v)
-	mt.Lag(p, 5, -1) // seconds unknown: the series goes, offsets stay
+	require.GreaterOrEqual(t, v, 90.0, "computed at scrape time")
+	mt.Lag(p, 5, time.Time{}) // behind with nothing mirrored: seconds unknown, offsets known
 	_, ok = value(t, series(t, mt), "test_partition_lag_seconds", map[string]string{"partition": "3"})
 	require.False(t, ok)
+	v, ok = value(t, series(t, mt), "test_partition_lag_offsets", map[string]string{"partition": "3"})
+	require.True(t, ok)
+	require.Equal(t, 5.0, v)
+	mt.Lag(p, 0, time.Time{})
+	v, _ = value(t, series(t, mt), "test_partition_lag_seconds", map[string]string{"partition": "3"})
+	require.Equal(t, 0.0, v, "caught up")
 	mt.PartitionGone(p)
 	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_state"))
 	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_lag_offsets"))
+	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_lag_seconds"))
 }
