@@ -2,9 +2,13 @@ package kmprom_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +183,52 @@ func TestPartitionGoneDropsSeries(t *testing.T) {
 	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_state"))
 	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_lag_offsets"))
 	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_lag_seconds"))
+}
+
+// TestDashboardUsesExportedSeries keeps docs/grafana/kmirror.json in step with New: every
+// kmirror_ name its queries use is a series this package exports.
+func TestDashboardUsesExportedSeries(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/grafana/kmirror.json")
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &dash))
+	mt := kmprom.New("")
+	p := mirror.PartitionRef{Mirror: "m", Topic: "t"}
+	mt.PartitionState(p, statemachine.Mirroring) // vectors appear in Gather once they have a child
+	mt.Lag(p, 0, time.Time{})
+	mt.Mirrored(p, 1, 1)
+	mt.Fetch("m", 0, time.Millisecond, errors.New("x"), []int16{6})
+	mt.Truncation(p, mirror.TruncationOutOfRange, 3)
+	mt.LeaderEpochBump(p, mirror.EpochBumpAhead, 1, 11)
+	mt.StateTransition(p, statemachine.Preparing, statemachine.Mirroring)
+	mt.StoppingDuration(p, time.Second)
+	mt.CoordinatorWrite("m", 1, time.Millisecond, errors.New("x"))
+	mt.AdminRequest(admin.RequestObservation{Key: admin.KeyListClusterMirrors, API: "ListClusterMirrors"})
+	exported := map[string]bool{}
+	for name, f := range series(t, mt) {
+		exported[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			exported[name+"_bucket"] = true
+		}
+	}
+	require.Len(t, exported, 17+4, "every series has a child (17 families, 4 histograms)")
+	names := regexp.MustCompile(`kmirror_[a-z_]+`)
+	used := 0
+	for _, pn := range dash.Panels {
+		require.NotEmpty(t, pn.Targets, pn.Title)
+		for _, tg := range pn.Targets {
+			for _, n := range names.FindAllString(tg.Expr, -1) {
+				require.True(t, exported[n], "panel %q uses %s", pn.Title, n)
+				used++
+			}
+		}
+	}
+	require.Positive(t, used)
 }
