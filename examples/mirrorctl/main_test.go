@@ -28,9 +28,10 @@ type env struct {
 	addr      string // the admin server
 	bootstrap string // the kfake source
 	m         *mirror.Mirror
+	src       *kfake.Cluster
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...mirror.Option) *env {
 	t.Helper()
 	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("ctl-source"))
 	require.NoError(t, err)
@@ -53,8 +54,8 @@ func newEnv(t *testing.T) *env {
 	}
 	dest := mirror.NewMemoryDestination("ctl-destination", fetcher.MemoryLogOptions{})
 	t.Cleanup(func() { _ = dest.Close() })
-	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: 10 * time.Millisecond},
-		mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil }))
+	opts = append([]mirror.Option{mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil })}, opts...)
+	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: 10 * time.Millisecond}, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
 	srv, err := admin.NewServer(admin.ServerConfig{Handler: mirror.NewAdminHandler(m)})
@@ -67,7 +68,7 @@ func newEnv(t *testing.T) *env {
 		require.NoError(t, srv.Close())
 		require.ErrorIs(t, <-done, admin.ErrServerClosed)
 	})
-	return &env{addr: ln.Addr().String(), bootstrap: strings.Join(src.ListenAddrs(), ","), m: m}
+	return &env{addr: ln.Addr().String(), bootstrap: strings.Join(src.ListenAddrs(), ","), m: m, src: src}
 }
 
 // ctl runs mirrorctl against the env's server.

@@ -249,3 +249,41 @@ func plainMessage(t *testing.T, user, pass string) []byte {
 	require.NoError(t, err)
 	return msg
 }
+
+func TestDescribeColumns(t *testing.T) {
+	require.Equal(t, "-", partitionDesc{}.errorColumn())
+	require.Equal(t, "NOT_COORDINATOR: moved", partitionDesc{ErrorCode: int16(admin.CodeNotCoordinator), Error: "moved"}.errorColumn())
+	require.Equal(t, "STOPPING: boom", partitionDesc{Error: "STOPPING: boom"}.errorColumn(), "a FAILED reason")
+	require.Equal(t, "source unreachable since 2026-01-02T03:04:05Z: NETWORK_EXCEPTION: dial tcp: connection refused",
+		partitionDesc{SourceErrorCode: int16(admin.CodeNetworkException), SourceError: "dial tcp: connection refused",
+			SourceUnreachableSince: "2026-01-02T03:04:05Z"}.errorColumn())
+	require.Equal(t, "-", durationText(-1))
+	require.Equal(t, "0s", durationText(0))
+	require.Equal(t, "1.5s", durationText(1500))
+	require.Equal(t, "", timeText(-1))
+	require.Equal(t, "1970-01-01T00:00:01.5Z", timeText(1500))
+	require.Equal(t, "-", epochText(-1))
+	require.Equal(t, "7", epochText(7))
+}
+
+func TestDescribeShowsUnreachableSource(t *testing.T) {
+	e := newEnv(t, mirror.WithSourceUnreachableAfter(0))
+	cfg := filepath.Join(t.TempDir(), "mirror.properties")
+	require.NoError(t, os.WriteFile(cfg, []byte("bootstrap.servers="+e.bootstrap+"\nfetch.wait.max.ms=50\n"), 0o600))
+	code, _, errOut := e.ctl(t, "--create", "--mirror", "m1", "--mirror-config", cfg)
+	require.Equal(t, exitOK, code, errOut)
+	code, _, errOut = e.ctl(t, "--start", "--mirror", "m1", "--topics", "payments")
+	require.Equal(t, exitOK, code, errOut)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, e.m.WaitForLag(ctx, "m1", []string{"payments"}, 0))
+	e.src.Close()
+	waitDescribe(t, e, func(ds []mirrorDesc) bool {
+		return len(ds[0].Partitions) == 1 && ds[0].Partitions[0].SourceErrorCode != 0
+	})
+	code, out, errOut := e.ctl(t, "--describe", "--mirror", "m1")
+	require.Equal(t, exitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	require.Regexp(t, `^m1\s+payments\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+source unreachable since \S+: [A-Z_]+: .+$`, lines[1])
+}
