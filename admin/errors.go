@@ -30,6 +30,7 @@ const (
 	CodeLeaderNotAvailable               Code = 5
 	CodeNotLeaderOrFollower              Code = 6
 	CodeRequestTimedOut                  Code = 7
+	CodeNetworkException                 Code = 13
 	CodeCoordinatorLoadInProgress        Code = 14
 	CodeCoordinatorNotAvailable          Code = 15
 	CodeNotCoordinator                   Code = 16
@@ -79,6 +80,7 @@ var codeTable = []CodeInfo{
 	{CodeLeaderNotAvailable, "LEADER_NOT_AVAILABLE", true, "There is no leader for this topic-partition as we are in the middle of a leadership election."},
 	{CodeNotLeaderOrFollower, "NOT_LEADER_OR_FOLLOWER", true, "This server is not the leader or a follower for that topic-partition."},
 	{CodeRequestTimedOut, "REQUEST_TIMED_OUT", true, "The request timed out."},
+	{CodeNetworkException, "NETWORK_EXCEPTION", true, "The server disconnected before a response was received."},
 	{CodeCoordinatorLoadInProgress, "COORDINATOR_LOAD_IN_PROGRESS", true, "The coordinator is loading and hence can't process requests."},
 	{CodeCoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE", true, "The coordinator is not available."},
 	{CodeNotCoordinator, "NOT_COORDINATOR", true, "This is not the correct coordinator."},

@@ -2232,6 +2232,26 @@ type DescribeClusterMirrorsResponseMirrorTopicPartition struct {
 	// (default -1)
 	LastMirrorOffset int64
 
+	// TimeLagMs: The age in milliseconds of the oldest source record not yet mirrored (from batch timestamps), 0 when caught up, -1 if unknown or lags were not requested.
+	// (tagged field, tag 0; default -1)
+	TimeLagMs int64
+
+	// LastFetchTimestamp: When the last fetch response from the source was processed (Unix milliseconds), or -1.
+	// (tagged field, tag 1; default -1)
+	LastFetchTimestamp int64
+
+	// SourceErrorCode: The error code of the source being unreachable for this partition for longer than the configured threshold, or 0.
+	// (tagged field, tag 2; default 0)
+	SourceErrorCode int16
+
+	// SourceErrorMessage: The last error of the unreachable source, or null.
+	// (nullable in versions 0+; tagged field, tag 3; default null)
+	SourceErrorMessage *string
+
+	// SourceUnreachableSince: Since when the source has been unreachable for this partition (Unix milliseconds), or -1.
+	// (tagged field, tag 4; default -1)
+	SourceUnreachableSince int64
+
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
 	UnknownTags kmsg.Tags
@@ -2244,6 +2264,9 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) Default() {
 	v.DestinationOffset = -1
 	v.LastMirrorEpoch = -1
 	v.LastMirrorOffset = -1
+	v.TimeLagMs = -1
+	v.LastFetchTimestamp = -1
+	v.SourceUnreachableSince = -1
 }
 
 // NewDescribeClusterMirrorsResponseMirrorTopicPartition returns a DescribeClusterMirrorsResponseMirrorTopicPartition with defaults set.
@@ -2270,8 +2293,35 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) appendTo(dst []byte
 	dst = kbin.AppendInt64(dst, v.DestinationOffset)
 	dst = kbin.AppendInt32(dst, v.LastMirrorEpoch)
 	dst = kbin.AppendInt64(dst, v.LastMirrorOffset)
-	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
-	dst = v.UnknownTags.AppendEach(dst)
+	var tags kmsg.Tags
+	v.UnknownTags.Each(func(key uint32, val []byte) { tags.Set(key, val) })
+	if v.TimeLagMs != -1 {
+		tb := make([]byte, 0, 16)
+		tb = kbin.AppendInt64(tb, v.TimeLagMs)
+		tags.Set(0, tb)
+	}
+	if v.LastFetchTimestamp != -1 {
+		tb := make([]byte, 0, 16)
+		tb = kbin.AppendInt64(tb, v.LastFetchTimestamp)
+		tags.Set(1, tb)
+	}
+	if v.SourceErrorCode != 0 {
+		tb := make([]byte, 0, 16)
+		tb = kbin.AppendInt16(tb, v.SourceErrorCode)
+		tags.Set(2, tb)
+	}
+	if v.SourceErrorMessage != nil {
+		tb := make([]byte, 0, 16)
+		tb = kbin.AppendCompactNullableString(tb, v.SourceErrorMessage)
+		tags.Set(3, tb)
+	}
+	if v.SourceUnreachableSince != -1 {
+		tb := make([]byte, 0, 16)
+		tb = kbin.AppendInt64(tb, v.SourceUnreachableSince)
+		tags.Set(4, tb)
+	}
+	dst = kbin.AppendUvarint(dst, uint32(tags.Len()))
+	dst = tags.AppendEach(dst)
 	return dst
 }
 
@@ -2293,6 +2343,26 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) readFrom(d *decoder
 			break
 		}
 		switch {
+		case key == 0:
+			sub := newDecoder(val)
+			v.TimeLagMs = sub.Int64()
+			d.absorb(sub, "TimeLagMs")
+		case key == 1:
+			sub := newDecoder(val)
+			v.LastFetchTimestamp = sub.Int64()
+			d.absorb(sub, "LastFetchTimestamp")
+		case key == 2:
+			sub := newDecoder(val)
+			v.SourceErrorCode = sub.Int16()
+			d.absorb(sub, "SourceErrorCode")
+		case key == 3:
+			sub := newDecoder(val)
+			v.SourceErrorMessage = sub.CompactNullableString()
+			d.absorb(sub, "SourceErrorMessage")
+		case key == 4:
+			sub := newDecoder(val)
+			v.SourceUnreachableSince = sub.Int64()
+			d.absorb(sub, "SourceUnreachableSince")
 		default:
 			v.UnknownTags.Set(key, append([]byte(nil), val...))
 		}

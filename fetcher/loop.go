@@ -437,9 +437,10 @@ type flight struct {
 	// other partition of the leader is waiting to join.
 	mayChain atomic.Bool
 	// Set by the goroutine before the flight reaches arrived:
-	res  []FetchResult
-	err  error
-	next *flight // the chained fetch, already sent
+	res     []FetchResult
+	err     error
+	latency time.Duration // of the round trip
+	next    *flight       // the chained fetch, already sent
 }
 
 // drain cancels every fetch in flight and waits for it; the answers are
@@ -507,7 +508,9 @@ func (f *Fetcher) launch(fs *flights, leader int32, ready []*partState, reqs []F
 // stays flat however long the chain).
 func (f *Fetcher) fly(ctx context.Context, arrived chan<- *flight, fl *flight) {
 	for fl != nil {
+		sent := time.Now()
 		fl.res, fl.err = f.src.Fetch(ctx, fl.reqs)
+		fl.latency = time.Since(sent)
 		if fl.err == nil && ctx.Err() == nil && fl.mayChain.Load() && len(fl.res) == len(fl.reqs) {
 			if spec := speculate(fl.reqs, fl.res); spec != nil {
 				fl.next = &flight{leader: fl.leader, parts: fl.parts, reqs: spec}
@@ -559,12 +562,15 @@ func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[T
 			return // closing, or interrupted by an op
 		}
 		f.cfg.Logger.Warn("fetch failed", "err", fl.err, "partitions", len(fl.reqs))
+		f.observeFetch(fl)
 		for _, ps := range fl.parts {
 			ps.needInfo = true
+			f.partitionError(ps, fl.err)
 			f.retryLater(ps)
 		}
 		return
 	}
+	f.observeFetch(fl)
 	if len(fl.res) != len(fl.reqs) {
 		f.cfg.Logger.Error("source answered the wrong number of partitions", "want", len(fl.reqs), "got", len(fl.res))
 		for _, ps := range fl.parts {
@@ -765,6 +771,7 @@ func (f *Fetcher) prepare(ctx context.Context, ps *partState) bool {
 		if err != nil {
 			if ctx.Err() == nil {
 				f.cfg.Logger.Warn("source metadata unavailable", "partition", ps.tp.String(), "err", err)
+				f.partitionError(ps, err)
 			}
 			f.retryLater(ps)
 			return false
@@ -809,6 +816,7 @@ func (f *Fetcher) probeEpoch(ctx context.Context, ps *partState) bool {
 	if err != nil {
 		if ctx.Err() == nil {
 			f.cfg.Logger.Warn("OffsetForLeaderEpoch failed", "partition", ps.tp.String(), "err", err)
+			f.partitionError(ps, err)
 		}
 		f.retryLater(ps)
 		return false
@@ -852,6 +860,7 @@ func (f *Fetcher) sourceError(ps *partState, op string, code int16) {
 	if !retriableFetchCode(code) {
 		f.cfg.Logger.Warn("source error", "op", op, "partition", ps.tp.String(), "code", code)
 	}
+	f.partitionError(ps, &SourceError{TopicPartition: ps.tp, Op: op, Code: code})
 	ps.needInfo = true
 	f.retryLater(ps)
 }
@@ -969,6 +978,7 @@ func (f *Fetcher) outOfRange(ctx context.Context, ps *partState, fetchOffset int
 	if err != nil {
 		if ctx.Err() == nil {
 			f.cfg.Logger.Warn("ListOffsets failed", "partition", ps.tp.String(), "err", err)
+			f.partitionError(ps, err)
 		}
 		f.retryLater(ps)
 		return
@@ -1018,6 +1028,8 @@ func (f *Fetcher) outOfRange(ctx context.Context, ps *partState, fetchOffset int
 // appendOutcome is what checkAndAppend did with one partition's data.
 type appendOutcome struct {
 	appended  int64 // bytes appended
+	records   int64 // records in the appended batches
+	maxTs     int64 // largest MaxTimestamp of the appended batches, -1 for none
 	stopErr   error // *CorruptBatchError or *EpochFencingError at the first refused batch
 	appendErr error // the Log refused the append
 	partial   bool  // nothing whole came back, only the start of a batch
@@ -1030,7 +1042,8 @@ func checkAndAppend(ps *partState, req FetchPartition, r FetchResult) appendOutc
 	ps.hw = r.HighWatermark
 	next := req.FetchOffset
 	start, end := -1, 0
-	var out appendOutcome
+	out := appendOutcome{maxTs: -1}
+	var recs, maxTs int64 = 0, -1
 	it := records.NewIterator(r.Records)
 	for it.Next() {
 		b := it.Batch()
@@ -1080,6 +1093,8 @@ func checkAndAppend(ps *partState, req FetchPartition, r FetchResult) appendOutc
 		}
 		end = pos
 		next = b.NextOffset()
+		recs += int64(b.NumRecords())
+		maxTs = max(maxTs, b.MaxTimestamp())
 	}
 	if out.stopErr == nil && it.Err() != nil {
 		out.stopErr = &CorruptBatchError{TopicPartition: ps.tp, Offset: next, Reason: "malformed batch", Err: it.Err()}
@@ -1090,6 +1105,7 @@ func checkAndAppend(ps *partState, req FetchPartition, r FetchResult) appendOutc
 			return out
 		}
 		out.appended = int64(end - start)
+		out.records, out.maxTs = recs, maxTs
 	}
 	out.partial = out.appended == 0 && it.Partial() && len(r.Records) > 0
 	return out
@@ -1128,6 +1144,7 @@ func (f *Fetcher) appended(ps *partState, req FetchPartition, r FetchResult, out
 	leo := ps.log.LogEndOffset()
 	f.cfg.Events.OnProgress(ps.tp, Progress{
 		Lag: max(0, r.HighWatermark-leo), Bytes: out.appended, SourceHighWatermark: r.HighWatermark, LogEndOffset: leo,
+		Records: out.records, MaxTimestamp: out.maxTs,
 	})
 	if ps.needInfo {
 		f.retryLater(ps)
@@ -1178,4 +1195,26 @@ func truncateLog(l Log, offset int64) error {
 		}
 	}
 	return l.Truncate(offset)
+}
+
+// observeFetch reports fl's round trip to a FetchObserver.
+func (f *Fetcher) observeFetch(fl *flight) {
+	o, ok := f.cfg.Events.(FetchObserver)
+	if !ok {
+		return
+	}
+	r := FetchRound{Leader: fl.leader, Partitions: len(fl.reqs), Latency: fl.latency, Err: fl.err}
+	for _, res := range fl.res {
+		if res.ErrorCode != CodeNone {
+			r.ErrorCodes = append(r.ErrorCodes, res.ErrorCode)
+		}
+	}
+	o.OnFetch(r)
+}
+
+// partitionError reports a retried failure of ps to a FetchObserver.
+func (f *Fetcher) partitionError(ps *partState, err error) {
+	if o, ok := f.cfg.Events.(FetchObserver); ok {
+		o.OnPartitionError(ps.tp, err)
+	}
 }

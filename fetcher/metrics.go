@@ -3,6 +3,7 @@ package fetcher
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/kmirror/kmirror/epoch"
 )
@@ -16,6 +17,11 @@ type Progress struct {
 	// SourceHighWatermark and LogEndOffset are the two sides of Lag.
 	SourceHighWatermark int64
 	LogEndOffset        int64
+	// Records is the number of records in the batches appended by this response.
+	Records int64
+	// MaxTimestamp is the largest batch MaxTimestamp (Unix milliseconds) of the
+	// batches appended by this response, or -1 when nothing was appended.
+	MaxTimestamp int64
 }
 
 // Events receives what happens to mirrored partitions. Calls come from the
@@ -35,6 +41,37 @@ type Events interface {
 	OnFailed(tp TopicPartition, err error)
 	// OnProgress reports lag and throughput after every processed response.
 	OnProgress(tp TopicPartition, p Progress)
+}
+
+// FetchRound is one Fetch round trip to one source broker, as reported to a
+// FetchObserver.
+type FetchRound struct {
+	// Leader is the source broker the Fetch went to (-1 when unknown).
+	Leader int32
+	// Partitions is the number of partitions in the request.
+	Partitions int
+	// Latency is the time from sending the request to its answer (long-poll
+	// wait included, as in Kafka's fetch request time).
+	Latency time.Duration
+	// Err is the failure of the whole request, nil when the source answered.
+	Err error
+	// ErrorCodes holds the partition-level error codes of the answer, one per
+	// partition in error (OFFSET_OUT_OF_RANGE included).
+	ErrorCodes []int16
+}
+
+// FetchObserver is optionally implemented by an Events: the loop then also
+// reports every Fetch round trip and every partition-level failure it retries.
+// Calls come from the fetch loop's goroutine, like the other events; fetches
+// cancelled by Add, Remove or Close are not reported.
+type FetchObserver interface {
+	// OnFetch reports one answered or failed Fetch round trip.
+	OnFetch(r FetchRound)
+	// OnPartitionError reports that a partition could not be fetched now (a
+	// failed Fetch, metadata, OffsetForLeaderEpoch or ListOffsets call, or a
+	// partition error code, as a *SourceError) and will be retried. The next
+	// OnProgress of the partition means it is fetched again.
+	OnPartitionError(tp TopicPartition, err error)
 }
 
 // NopEvents ignores every event.

@@ -33,6 +33,7 @@ func (r *reconciler) keepEpochAhead(seen int32) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("bump leader epoch ahead of epoch %d: %w", seen, err)
 	}
+	r.observeBump(EpochBumpAhead, local, e)
 	r.m.log.Debug("mirror: leader epoch bumped ahead of the source", "mirror", r.mirror, "topic", r.topic,
 		"partition", r.partition, "seen", seen, "from", local, "to", e)
 	return true, nil

@@ -44,6 +44,9 @@ func NewAdminHandler(m *Mirror, opts ...HandlerOption) admin.Handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	if mt := m.opts.ops.metrics; !isNop(mt) {
+		return admin.ObserveHandler(h, mt.AdminRequest)
+	}
 	return h
 }
 
@@ -246,6 +249,7 @@ func describeMirror(d MirrorDescription) admin.DescribeClusterMirrorsResponseMir
 			rp.DestinationOffset = p.DestinationOffset
 			rp.LastMirrorEpoch = p.LastMirrorEpoch
 			rp.LastMirrorOffset = p.LastMirrorOffset
+			describeHealthWire(&rp, p)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		rm.Topics = append(rm.Topics, rt)

@@ -75,6 +75,7 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 	if o.peers == nil {
 		o.peers = DefaultPeerFactory
 	}
+	o.ops.defaults()
 	owned, err := openDefaultStores(&cfg)
 	if err != nil {
 		return nil, err

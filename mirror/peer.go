@@ -197,6 +197,7 @@ func (p *AdminPeer) DescribeClusterMirrors(ctx context.Context, names []string, 
 				if pp.ErrorMessage != nil {
 					pd.ErrorMessage = *pp.ErrorMessage
 				}
+				healthFromWire(&pd, pp)
 				td.Partitions = append(td.Partitions, pd)
 			}
 			d.Topics = append(d.Topics, td)

@@ -56,6 +56,7 @@ type reconciler struct {
 	pubReason atomic.Pointer[string]
 	pubRetry  atomic.Bool // the published FAILED state is retried automatically
 	srcHW     atomic.Int64
+	health    partitionHealth // source health, lag and metrics hooks (health.go)
 
 	// Owned by the run goroutine.
 	known         bool
@@ -82,6 +83,7 @@ func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, 
 		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
 	r.pubState.Store(int32(statemachine.Unknown))
 	r.srcHW.Store(-1)
+	r.health.init()
 	return r
 }
 
@@ -163,6 +165,7 @@ func (r *reconciler) onFetchFailed(err error) {
 func (r *reconciler) run() {
 	defer r.m.wg.Done()
 	defer close(r.done)
+	defer r.observeGone()
 	defer func() {
 		if r.retryAt != nil {
 			r.retryAt.Stop()
@@ -471,6 +474,7 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 	}
 	r.pubRetry.Store(to == statemachine.Failed && r.willRetry())
 	if from != to {
+		r.observeTransition(from, to)
 		if r.m.opts.events != nil {
 			r.m.opts.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
 		}
@@ -504,6 +508,7 @@ func (r *reconciler) attemptsReset(to statemachine.State) {
 func (r *reconciler) publish(s statemachine.State, reason string) {
 	r.pubReason.Store(&reason) // before the state: a reader that sees s sees its reason
 	r.pubState.Store(int32(s))
+	r.observeState(s)
 	r.m.notifyChange()
 }
 
@@ -575,6 +580,7 @@ func (r *reconciler) do(a statemachine.Action) error {
 		return r.startFetcher()
 	case statemachine.StopFetcher:
 		r.srcHW.Store(-1)
+		defer r.fetcherStopped() // again once Remove returned: no late progress event
 		if f := r.mr.currentFetcher(r.topic, r.partition); f != nil {
 			if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
 				return err
@@ -603,10 +609,12 @@ func (r *reconciler) do(a statemachine.Action) error {
 			r.bumped = r.log.LeaderEpoch()
 			return nil
 		}
+		before := r.log.LeaderEpoch()
 		e, err := r.log.BumpLeaderEpoch(a.Min)
 		if err != nil {
 			return fmt.Errorf("bump leader epoch: %w", err)
 		}
+		r.observeBump(EpochBumpState, before, e)
 		r.bumped = e
 		return nil
 	case statemachine.AbortOpenTransactions:

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/kmirror/kmirror/coordinator"
 )
@@ -27,7 +28,9 @@ func newStateBatcher(m *Mirror, mirror string) *stateBatcher {
 		}}
 	b.writes = groupCommit[coordinator.WritePartition, coordinator.WritePartitionResult]{m: m,
 		send: func(ctx context.Context, ps []coordinator.WritePartition) ([]coordinator.WritePartitionResult, error) {
+			start := time.Now()
 			resp, err := m.coord.WriteMirrorStates(ctx, coordinator.WriteRequest{MirrorName: mirror, Partitions: ps})
+			m.opts.ops.metrics.CoordinatorWrite(mirror, len(ps), time.Since(start), err)
 			return resp.Partitions, err
 		}}
 	return b

@@ -266,6 +266,7 @@ func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *reconciler {
 // OnDivergence implements fetcher.Events: with mirror.support.unclean.leader.election the
 // fetcher has stopped the partition; the reconciler moves it to ULE_LOG_TRUNCATION.
 func (e fetchEvents) OnDivergence(tp fetcher.TopicPartition, d epoch.Divergence, truncatedTo int64) {
+	e.mr.m.opts.ops.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationDivergence, 0)
 	if r := e.reconciler(tp); r != nil {
 		r.onDivergence(truncatedTo)
 	}
@@ -275,6 +276,7 @@ func (e fetchEvents) OnDivergence(tp fetcher.TopicPartition, d epoch.Divergence,
 func (e fetchEvents) OnOutOfRange(tp fetcher.TopicPartition, fetchOffset, sourceLogStart, gap int64) {
 	e.mr.m.log.Warn("mirror: fetch offset below the source log start", "mirror", e.mr.name,
 		"partition", tp.String(), "fetchOffset", fetchOffset, "sourceLogStart", sourceLogStart, "gap", gap)
+	e.mr.m.opts.ops.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationOutOfRange, gap)
 }
 
 // OnEpochFencing implements fetcher.Events.
@@ -294,6 +296,7 @@ func (e fetchEvents) OnFailed(tp fetcher.TopicPartition, err error) {
 // OnProgress implements fetcher.Events.
 func (e fetchEvents) OnProgress(tp fetcher.TopicPartition, p fetcher.Progress) {
 	if r := e.reconciler(tp); r != nil {
+		r.observeProgress(p)
 		if old := r.srcHW.Swap(p.SourceHighWatermark); p.Bytes > 0 || old != p.SourceHighWatermark {
 			e.mr.m.notifyChange() // wakes waiters on log progress (tests, CLI)
 		}

@@ -129,6 +129,7 @@ type options struct {
 	clock   func() time.Time
 	events  func(StateChange)
 	retry   *RetryConfig
+	ops     opsOptions // metrics and source-health options (metrics.go)
 }
 
 // WithLogger sets the logger (default: discard).
@@ -254,6 +255,21 @@ type PartitionDescription struct {
 	ErrorMessage string
 	// ErrorCode is a per-partition error (e.g. the coordinator is loading), else CodeNone.
 	ErrorCode admin.Code
+	// TimeLag is the age of the oldest source record not yet mirrored, estimated as
+	// now − the MaxTimestamp of the newest batch this instance mirrored: 0 when caught
+	// up (Lag() == 0), -1 when unknown (lags not requested, source offsets unknown, or
+	// no batch mirrored since the partition's fetcher started).
+	TimeLag time.Duration
+	// LastFetch is when the last fetch response of the partition was processed; zero
+	// when none since this instance started (or lags not requested).
+	LastFetch time.Time
+	// SourceErrorCode and SourceErrorMessage are the cause of the source being
+	// unreachable for this MIRRORING partition for longer than the threshold
+	// (WithSourceUnreachableAfter): every fetch attempt since SourceUnreachableSince
+	// failed. CodeNone, "" and zero otherwise. The state stays MIRRORING.
+	SourceErrorCode        admin.Code
+	SourceErrorMessage     string
+	SourceUnreachableSince time.Time
 }
 
 // Lag returns max(0, SourceOffset − DestinationOffset), or -1 when either is unknown.

@@ -276,6 +276,10 @@ func (m *Mirror) checkActual(ctx context.Context, name, topic string, op statema
 			return admin.Errorf(r.ErrorCode, "topic %q partition %d: cannot read the mirror state", topic, r.Partition)
 		}
 		if err := statemachine.CheckOp(op, topic, r.Partition, r.State); err != nil {
+			var ise *statemachine.InvalidStatesError
+			if errors.As(err, &ise) {
+				return admin.NewError(admin.CodeInvalidClusterMirrorStates, ise.Reason())
+			}
 			return admin.NewError(admin.CodeInvalidClusterMirrorStates, err.Error())
 		}
 	}
@@ -401,6 +405,7 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 
 func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOptions) ([]TopicDescription, error) {
 	var out []TopicDescription
+	now := m.opts.clock()
 	req := coordinator.ReadRequest{MirrorName: name}
 	type ref struct{ t, p int }
 	var refs []ref
@@ -419,11 +424,12 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 				continue
 			}
 			pd := PartitionDescription{Partition: p, State: statemachine.Unknown, LastMirrorEpoch: -1,
-				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1}
-			if o.IncludeLags {
-				if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
+				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, TimeLag: -1}
+			if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
+				if o.IncludeLags {
 					pd.SourceOffset, pd.DestinationOffset = r.offsets()
 				}
+				r.describeHealth(&pd, o.IncludeLags, now)
 			}
 			if o.IncludeStates {
 				req.Partitions = append(req.Partitions, coordinator.ReadPartition{TopicID: ts.TopicID, Partition: p, LeaderEpoch: -1})

@@ -44,10 +44,15 @@ type InvalidStatesError struct {
 }
 
 // Error implements error, e.g.
-// `INVALID_CLUSTER_MIRROR_STATES: cannot pause topic "orders" partition 3 in state PAUSED`.
-func (e *InvalidStatesError) Error() string {
-	return fmt.Sprintf("INVALID_CLUSTER_MIRROR_STATES: cannot %s topic %q partition %d in state %s",
-		e.Op, e.Topic, e.Partition, e.State)
+// `statemachine: cannot pause topic "orders" partition 3 in state PAUSED`. It does not
+// name the wire code: the admin layer carries the code (INVALID_CLUSTER_MIRROR_STATES)
+// next to Reason as the message, and clients print the code once.
+func (e *InvalidStatesError) Error() string { return "statemachine: " + e.Reason() }
+
+// Reason is the error text without the package prefix, e.g.
+// `cannot pause topic "orders" partition 3 in state PAUSED`.
+func (e *InvalidStatesError) Reason() string {
+	return fmt.Sprintf("cannot %s topic %q partition %d in state %s", e.Op, e.Topic, e.Partition, e.State)
 }
 
 // Is makes errors.Is(err, ErrInvalidStates) true.

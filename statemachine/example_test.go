@@ -44,5 +44,5 @@ func ExampleCheckOp() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// INVALID_CLUSTER_MIRROR_STATES: cannot pause topic "orders" partition 3 in state PAUSED
+	// statemachine: cannot pause topic "orders" partition 3 in state PAUSED
 }

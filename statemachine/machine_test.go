@@ -349,7 +349,7 @@ func TestCheckOp(t *testing.T) {
 				require.NoError(t, err, "%s in %s", op, c.name)
 			default:
 				require.ErrorIs(t, err, ErrInvalidStates, "%s in %s", op, c.name)
-				require.Equal(t, fmt.Sprintf(`INVALID_CLUSTER_MIRROR_STATES: cannot %s topic "orders" partition 3 in state %s`, op, c.name), err.Error())
+				require.Equal(t, fmt.Sprintf(`statemachine: cannot %s topic "orders" partition 3 in state %s`, op, c.name), err.Error())
 				var ise *InvalidStatesError
 				require.True(t, errors.As(fmt.Errorf("wrapped: %w", err), &ise))
 				require.Equal(t, InvalidStatesError{Op: op, Topic: "orders", Partition: 3, State: s}, *ise)
@@ -363,7 +363,7 @@ func TestCheckOp(t *testing.T) {
 	_, err := ParseOp("recover")
 	require.Error(t, err)
 	require.EqualError(t, CheckOp(OpPause, "orders", 3, Paused),
-		`INVALID_CLUSTER_MIRROR_STATES: cannot pause topic "orders" partition 3 in state PAUSED`)
+		`statemachine: cannot pause topic "orders" partition 3 in state PAUSED`)
 }
 
 func TestPhasesAndFormat(t *testing.T) {

@@ -75,7 +75,7 @@ func opUseOf(op Op, s State) opUse {
 // (topic, partition) whose actual state is s. It returns nil or an
 // *InvalidStatesError (errors.Is ErrInvalidStates) naming the partition and
 // its state, e.g.
-// `INVALID_CLUSTER_MIRROR_STATES: cannot pause topic "orders" partition 3 in state PAUSED`.
+// `statemachine: cannot pause topic "orders" partition 3 in state PAUSED`.
 //
 //	start   UNKNOWN, STOPPED; MIRRORING is accepted as a no-op (see IsNoOp)
 //	stop    MIRRORING, PAUSED, FAILED, PREPARING, EPOCH_FENCING, ULE_LOG_TRUNCATION, PAUSING

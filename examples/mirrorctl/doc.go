@@ -11,6 +11,20 @@
 //	mirrorctl --bootstrap-server HOST:PORT --list     [--mirror NAME] [--state STATE] [--source-cluster-id ID]
 //	mirrorctl --bootstrap-server HOST:PORT --describe [--mirror NAME] [--topics REGEX] [--failed]
 //
+// --stop, --pause and --resume take --wait: mirrorctl then returns once every
+// partition of the topics is actually STOPPED (writable), PAUSED or MIRRORING,
+// or fails when --timeout passes first (naming a partition that is not there
+// yet) or a partition is FAILED. Stopping a topic that is already stopped, or
+// pausing one already paused, exits 0 with a note, so runbooks can repeat a
+// step. --command-config takes Kafka's client properties for mirrorctl's own
+// connection: security.protocol, PEM trust and key stores, ssl.endpoint.
+// identification.algorithm, sasl.mechanism PLAIN or SCRAM-SHA-256/512 with
+// sasl.jaas.config or sasl.username and sasl.password. Pointed at an endpoint
+// that speaks Kafka but not the mirror RPCs (a plain broker), mirrorctl says
+// so. The describe table has TIME-LAG (age of the oldest unmirrored record),
+// LME and ERROR (a partition error, a FAILED reason, or the cause of an
+// unreachable source) columns.
+//
 // --bootstrap-server is the address of a kmirror admin server (admin.Server)
 // of the destination. Tables are aligned like kafka-consumer-groups;
 // --output json prints JSON instead. Exit codes: 0 success, 1 the request

@@ -45,6 +45,7 @@ type options struct {
 	sourceClusterID string
 	output          string
 	failed          bool
+	wait            bool
 	timeout         time.Duration
 }
 
@@ -63,7 +64,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mirrorctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.bootstrap, "bootstrap-server", "", "`host:port` of the destination's kmirror admin server (required; comma list allowed)")
-	fs.StringVar(&o.commandConfig, "command-config", "", "properties `file` for the admin client (supported: client.id)")
+	fs.StringVar(&o.commandConfig, "command-config", "", "properties `file` for the admin client's own connection, as in Kafka's tools:\n"+
+		"client.id, security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),\n"+
+		"ssl.truststore.location / ssl.truststore.certificates (PEM), ssl.keystore.location or\n"+
+		"ssl.keystore.certificate.chain + ssl.keystore.key (PEM), ssl.endpoint.identification.algorithm,\n"+
+		"sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), sasl.jaas.config or sasl.username + sasl.password")
 	fs.StringVar(&o.mirrorConfig, "mirror-config", "", "properties `file` with the mirror's configs (required with --create)")
 	fs.BoolVar(&o.create, "create", false, "create a cluster mirror")
 	fs.BoolVar(&o.start, "start", false, "start mirroring topics")
@@ -82,17 +87,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.output, "output", "table", "output `format`: table or json")
 	jsonFlag := fs.Bool("json", false, "alias of --output json")
 	fs.BoolVar(&o.failed, "failed", false, "with --describe: show only FAILED partitions with their retry count and error")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the server")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: mirrorctl --bootstrap-server HOST:PORT ACTION [flags]\n"+
-			"Actions: --create --start --stop --pause --resume --delete --list --describe (exactly one).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs.BoolVar(&o.wait, "wait", false, "with --stop, --pause or --resume: return once every partition of the topics\n"+
+		"is actually STOPPED, PAUSED or MIRRORING (bounded by --timeout)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the server (and, with --wait, for the partitions)")
+	fs.Usage = func() {} // printed below: -help on stdout, mistakes on stderr
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stdout)
 			return exitOK
 		}
-		return exitUsage // flag already printed the problem and the usage
+		printUsage(fs, stderr) // flag already printed the problem
+		return exitUsage
 	}
 	if *jsonFlag {
 		o.output = "json"
@@ -108,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.commandConfig != "" {
 		extra, err := commandConfigOpts(o.commandConfig)
 		if err != nil {
-			return fail(stderr, err)
+			return usage(stderr, err)
 		}
 		opts = append(opts, extra...)
 	}
@@ -126,12 +131,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &ue) {
 			return usage(stderr, err)
 		}
-		return fail(stderr, err)
+		return fail(stderr, explain(kcl, o.bootstrap, err))
 	}
 	if c.partial {
 		return exitError
 	}
 	return exitOK
+}
+
+// printUsage prints the usage text and every flag to w.
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: mirrorctl --bootstrap-server HOST:PORT ACTION [flags]\n"+
+		"Actions: --create --start --stop --pause --resume --delete --list --describe (exactly one).\n"+
+		"--stop, --pause and --resume take --wait: return once every partition reached the state (within --timeout).\n"+
+		"Flags may be written with one dash or two.\n\nFlags:\n")
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
 }
 
 func usage(stderr io.Writer, err error) int {
@@ -223,6 +240,9 @@ func (o *options) validate() error {
 	if o.failed && !o.describe {
 		return usagef("--failed is only valid with --describe")
 	}
+	if o.wait && !o.stop && !o.pause && !o.resume {
+		return usagef("--wait is only valid with --stop, --pause or --resume")
+	}
 	if o.state != "" {
 		d, err := statemachine.ParseDesired(o.state)
 		if err != nil || d == statemachine.DesiredUnknown {
@@ -238,22 +258,17 @@ func (o *options) validate() error {
 	return nil
 }
 
-// commandConfigOpts reads the admin client properties file.
+// commandConfigOpts reads the admin client properties file (security.go).
 func commandConfigOpts(path string) ([]kgo.Opt, error) {
 	props, err := readProperties(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errCommandConfig, err)
 	}
-	var opts []kgo.Opt
-	for _, p := range props {
-		switch p.Key {
-		case "client.id":
-			opts = append(opts, kgo.ClientID(p.Value))
-		default:
-			return nil, fmt.Errorf("%s: unsupported admin client property %q (supported: client.id)", path, p.Key)
-		}
+	sec, err := parseCommandConfig(props)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return opts, nil
+	return sec.opts(), nil
 }
 
 func readProperties(path string) ([]property, error) {
@@ -416,7 +431,7 @@ func (c *cli) doStop(ctx context.Context) error {
 	for _, t := range resp.Topics {
 		results = append(results, newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage))
 	}
-	return c.report("stop", "Stopped mirroring", results, items)
+	return c.lifecycle(ctx, "stop", "Stopped mirroring", results, items)
 }
 
 func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
@@ -443,7 +458,7 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 		for _, t := range resp.Topics {
 			results = append(results, newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage))
 		}
-		return c.report("pause", "Paused mirroring", results, items)
+		return c.lifecycle(ctx, "pause", "Paused mirroring", results, items)
 	}
 	req := admin.NewPtrResumeMirrorTopicsRequest()
 	req.MirrorName = c.o.mirror
@@ -458,7 +473,7 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 	for _, t := range resp.Topics {
 		results = append(results, newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage))
 	}
-	return c.report("resume", "Resumed mirroring", results, items)
+	return c.lifecycle(ctx, "resume", "Resumed mirroring", results, items)
 }
 
 // resolveTopics turns --topics items into topic names: regexes are matched
@@ -530,7 +545,10 @@ func (c *cli) report(op, verb string, results []topicResult, items []string) err
 		return writeJSON(c.out, opResult{Mirror: c.o.mirror, Operation: op, Patterns: items, Topics: results})
 	}
 	for _, r := range results {
-		if r.ErrorCode == 0 {
+		switch {
+		case r.ErrorCode == 0 && r.Note != "":
+			fmt.Fprintf(c.out, "Topic %q of mirror %q %s.\n", r.Topic, c.o.mirror, r.Note)
+		case r.ErrorCode == 0:
 			fmt.Fprintf(c.out, "%s topic %q of mirror %q.\n", verb, r.Topic, c.o.mirror)
 		}
 	}
@@ -620,7 +638,8 @@ func (c *cli) doDescribe(ctx context.Context) error {
 				continue
 			}
 			rows = append(rows, []string{d.Mirror, p.Topic, fmt.Sprint(p.Partition),
-				offsetText(p.SourceOffset), offsetText(p.DestinationOffset), offsetText(p.Lag), p.State})
+				offsetText(p.SourceOffset), offsetText(p.DestinationOffset), offsetText(p.Lag), durationText(p.TimeLagMs),
+				p.State, epochText(p.LastMirrorEpoch), p.errorColumn()})
 		}
 	}
 	if len(rows) > 0 {
@@ -665,17 +684,22 @@ func buildDescriptions(resp *admin.DescribeClusterMirrorsResponse, filter []*reg
 					continue
 				}
 				d.Partitions = append(d.Partitions, partitionDesc{
-					Topic:             t.TopicName,
-					Partition:         p.PartitionIndex,
-					State:             st.String(),
-					SourceOffset:      p.SourceOffset,
-					DestinationOffset: p.DestinationOffset,
-					Lag:               lag(p.SourceOffset, p.DestinationOffset),
-					LastMirrorEpoch:   p.LastMirrorEpoch,
-					LastMirrorOffset:  p.LastMirrorOffset,
-					RetryAttempt:      p.RetryAttempt,
-					ErrorCode:         p.ErrorCode,
-					Error:             deref(p.ErrorMessage),
+					Topic:                  t.TopicName,
+					Partition:              p.PartitionIndex,
+					State:                  st.String(),
+					SourceOffset:           p.SourceOffset,
+					DestinationOffset:      p.DestinationOffset,
+					Lag:                    lag(p.SourceOffset, p.DestinationOffset),
+					LastMirrorEpoch:        p.LastMirrorEpoch,
+					LastMirrorOffset:       p.LastMirrorOffset,
+					RetryAttempt:           p.RetryAttempt,
+					ErrorCode:              p.ErrorCode,
+					Error:                  deref(p.ErrorMessage),
+					TimeLagMs:              p.TimeLagMs,
+					LastFetch:              timeText(p.LastFetchTimestamp),
+					SourceErrorCode:        p.SourceErrorCode,
+					SourceError:            deref(p.SourceErrorMessage),
+					SourceUnreachableSince: timeText(p.SourceUnreachableSince),
 				})
 			}
 		}
@@ -690,6 +714,14 @@ func buildDescriptions(resp *admin.DescribeClusterMirrorsResponse, filter []*reg
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Mirror < out[j].Mirror })
 	return out
+}
+
+// epochText prints a leader epoch, "-" when none (-1).
+func epochText(e int32) string {
+	if e < 0 {
+		return "-"
+	}
+	return fmt.Sprint(e)
 }
 
 // lag is max(0, source-destination), or -1 when either offset is unknown

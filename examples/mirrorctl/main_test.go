@@ -28,9 +28,10 @@ type env struct {
 	addr      string // the admin server
 	bootstrap string // the kfake source
 	m         *mirror.Mirror
+	src       *kfake.Cluster
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...mirror.Option) *env {
 	t.Helper()
 	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("ctl-source"))
 	require.NoError(t, err)
@@ -53,8 +54,8 @@ func newEnv(t *testing.T) *env {
 	}
 	dest := mirror.NewMemoryDestination("ctl-destination", fetcher.MemoryLogOptions{})
 	t.Cleanup(func() { _ = dest.Close() })
-	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: 10 * time.Millisecond},
-		mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil }))
+	opts = append([]mirror.Option{mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil })}, opts...)
+	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: 10 * time.Millisecond}, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
 	srv, err := admin.NewServer(admin.ServerConfig{Handler: mirror.NewAdminHandler(m)})
@@ -67,7 +68,7 @@ func newEnv(t *testing.T) *env {
 		require.NoError(t, srv.Close())
 		require.ErrorIs(t, <-done, admin.ErrServerClosed)
 	})
-	return &env{addr: ln.Addr().String(), bootstrap: strings.Join(src.ListenAddrs(), ","), m: m}
+	return &env{addr: ln.Addr().String(), bootstrap: strings.Join(src.ListenAddrs(), ","), m: m, src: src}
 }
 
 // ctl runs mirrorctl against the env's server.
@@ -96,6 +97,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"--bootstrap-server", "x:1", "--start", "--mirror", "m", "--topics", "a("}, "invalid topic pattern"},
 		{[]string{"--bootstrap-server", "x:1", "--list", "extra"}, "unexpected argument"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"--bootstrap-server", "x:1", "--list", "--wait"}, "--wait is only valid with --stop, --pause or --resume"},
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer
@@ -103,9 +105,18 @@ func TestUsage(t *testing.T) {
 		require.Contains(t, errOut.String(), c.msg, "%v", c.args)
 		require.Empty(t, out.String())
 	}
+	for _, help := range []string{"--help", "-help", "-h"} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, exitOK, run([]string{help}, &out, &errOut))
+		require.Contains(t, out.String(), "-bootstrap-server", "usage on stdout")
+		require.Contains(t, out.String(), "--wait")
+		require.Contains(t, out.String(), "-command-config")
+		require.Empty(t, errOut.String())
+	}
 	var out, errOut bytes.Buffer
-	require.Equal(t, exitOK, run([]string{"--help"}, &out, &errOut))
-	require.Contains(t, errOut.String(), "--bootstrap-server")
+	require.Equal(t, exitUsage, run([]string{"--no-such-flag"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "-bootstrap-server", "usage after a mistake goes to stderr")
+	require.Empty(t, out.String())
 }
 
 func TestUnreachableServer(t *testing.T) {
@@ -183,15 +194,19 @@ func TestMirrorctlLifecycle(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	lines = strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 4)
-	require.Regexp(t, `^MIRROR\s+TOPIC\s+PARTITION\s+SOURCE-OFFSET\s+DESTINATION-OFFSET\s+LAG\s+STATE$`, lines[0])
-	require.Regexp(t, `^m1\s+orders\s+0\s+1\s+1\s+0\s+MIRRORING$`, lines[1])
-	require.Regexp(t, `^m1\s+orders\s+1\s+1\s+1\s+0\s+MIRRORING$`, lines[2])
-	require.Regexp(t, `^m1\s+payments\s+0\s+1\s+1\s+0\s+MIRRORING$`, lines[3])
+	require.Regexp(t, `^MIRROR\s+TOPIC\s+PARTITION\s+SOURCE-OFFSET\s+DESTINATION-OFFSET\s+LAG\s+TIME-LAG\s+STATE\s+LME\s+ERROR$`, lines[0])
+	require.Regexp(t, `^m1\s+orders\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+-$`, lines[1])
+	require.Regexp(t, `^m1\s+orders\s+1\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+-$`, lines[2])
+	require.Regexp(t, `^m1\s+payments\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+-$`, lines[3])
 	code, out, _ = e.ctl(t, "--describe", "--topics", "pay.*", "--output", "json")
 	require.Equal(t, exitOK, code)
 	var ds []mirrorDesc
 	require.NoError(t, json.Unmarshal([]byte(out), &ds))
 	require.Len(t, ds, 1)
+	require.Len(t, ds[0].Partitions, 1)
+	_, err := time.Parse(time.RFC3339Nano, ds[0].Partitions[0].LastFetch)
+	require.NoError(t, err, "lastFetch is a time")
+	ds[0].Partitions[0].LastFetch = ""
 	require.Equal(t, []partitionDesc{{Topic: "payments", Partition: 0, State: "MIRRORING", SourceOffset: 1,
 		DestinationOffset: 1, Lag: 0, LastMirrorEpoch: -1, LastMirrorOffset: -1}}, ds[0].Partitions)
 	code, out, _ = e.ctl(t, "--describe", "--failed")
@@ -201,14 +216,14 @@ func TestMirrorctlLifecycle(t *testing.T) {
 	require.Equal(t, exitError, code)
 	require.Contains(t, errOut, `Error: mirror "ghost": UNKNOWN_CLUSTER_MIRROR`)
 
-	// Pause by regex, pause again (refused), resume by name.
+	// Pause by regex, pause again (a note, exit 0), resume by name.
 	code, out, errOut = e.ctl(t, "--pause", "--mirror", "m1", "--topics", "ord.*")
 	require.Equal(t, exitOK, code, errOut)
 	require.Equal(t, "Paused mirroring topic \"orders\" of mirror \"m1\".\n", out)
 	require.NoError(t, e.m.WaitForStates(ctx, "m1", []string{"orders"}, statemachine.Paused))
-	code, _, errOut = e.ctl(t, "--pause", "--mirror", "m1", "--topics", "orders")
-	require.Equal(t, exitError, code)
-	require.Contains(t, errOut, `Error: topic "orders": INVALID_CLUSTER_MIRROR_STATES`)
+	code, out, errOut = e.ctl(t, "--pause", "--mirror", "m1", "--topics", "orders")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, "Topic \"orders\" of mirror \"m1\" is already paused.\n", out)
 	code, _, errOut = e.ctl(t, "--pause", "--mirror", "m1", "--topics", "zzz.*")
 	require.Equal(t, exitError, code)
 	require.Contains(t, errOut, "no topic of mirror \"m1\" matches")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kmirror/kmirror/admin"
 )
@@ -13,7 +14,7 @@ import (
 // Table headers (spec §14.7, §14.8).
 var (
 	listHeader     = []string{"MIRROR", "TOPICS", "SOURCE-CLUSTER-ID", "SOURCE-BOOTSTRAP-SERVER"}
-	describeHeader = []string{"MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"}
+	describeHeader = []string{"MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "TIME-LAG", "STATE", "LME", "ERROR"}
 	failedHeader   = []string{"MIRROR", "TOPIC", "PARTITION", "RETRY", "ERROR"}
 )
 
@@ -49,6 +50,44 @@ type partitionDesc struct {
 	RetryAttempt      int16  `json:"retryAttempt"`
 	ErrorCode         int16  `json:"errorCode,omitempty"`
 	Error             string `json:"error,omitempty"`
+	// TimeLagMs is the age of the oldest unmirrored source record, -1 when unknown.
+	TimeLagMs int64 `json:"timeLagMs"`
+	// LastFetch is when the last fetch response was processed (RFC 3339), "" for none.
+	LastFetch string `json:"lastFetch,omitempty"`
+	// SourceErrorCode and SourceError are the cause of an unreachable source.
+	SourceErrorCode        int16  `json:"sourceErrorCode,omitempty"`
+	SourceError            string `json:"sourceError,omitempty"`
+	SourceUnreachableSince string `json:"sourceUnreachableSince,omitempty"`
+}
+
+// errorColumn is the ERROR cell of a partition: its own error, else the cause of an
+// unreachable source, else "-".
+func (p partitionDesc) errorColumn() string {
+	switch {
+	case p.ErrorCode != 0:
+		return codeText(admin.Code(p.ErrorCode), p.Error)
+	case p.Error != "":
+		return p.Error // the reason of a FAILED state
+	case p.SourceErrorCode != 0:
+		return fmt.Sprintf("source unreachable since %s: %s", p.SourceUnreachableSince, codeText(admin.Code(p.SourceErrorCode), p.SourceError))
+	}
+	return "-"
+}
+
+// durationText prints a time lag in milliseconds, "-" when unknown (negative).
+func durationText(ms int64) string {
+	if ms < 0 {
+		return "-"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// timeText renders a Unix-millisecond timestamp as RFC 3339 UTC, "" when unknown.
+func timeText(ms int64) string {
+	if ms < 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
 // opResult is the JSON result of create, delete and the topic operations.
@@ -65,6 +104,10 @@ type topicResult struct {
 	ErrorCode int16  `json:"errorCode"`
 	ErrorName string `json:"errorName,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Note explains a success that changed nothing ("is already stopped").
+	Note string `json:"note,omitempty"`
+	// State is the actual state every partition reached, with --wait.
+	State string `json:"state,omitempty"`
 }
 
 func newTopicResult(topic string, code int16, msg *string) topicResult {

@@ -1,0 +1,268 @@
+// Package kmprom exports the measurements of a mirror.Mirror as Prometheus series, in the
+// manner of franz-go's plugin/kprom: build one Metrics with New, pass it to mirror.New
+// with mirror.WithMetrics, and serve Handler (or gather Registry) for scraping.
+//
+//	metrics := kmprom.New("kmirror")
+//	m, err := mirror.New(cfg, mirror.WithMetrics(metrics))
+//	http.Handle("/metrics", metrics.Handler())
+//
+// The core packages never import this one, so the Prometheus client is a dependency of
+// the hosts that want it only. docs/METRICS.md lists every series.
+package kmprom
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// DefaultNamespace prefixes every series when New is given "".
+const DefaultNamespace = "kmirror"
+
+// Opt configures New.
+type Opt func(*config)
+
+type config struct {
+	reg     *prometheus.Registry
+	buckets []float64
+}
+
+// Registry registers the series in reg instead of a new registry of their own.
+func Registry(reg *prometheus.Registry) Opt { return func(c *config) { c.reg = reg } }
+
+// Buckets sets the histogram buckets, in seconds (default prometheus.DefBuckets with
+// 1 ms and 2.5 ms added in front, for fetch and coordinator latencies).
+func Buckets(b []float64) Opt { return func(c *config) { c.buckets = append([]float64(nil), b...) } }
+
+// Metrics implements mirror.Metrics with Prometheus collectors. Safe for concurrent use.
+type Metrics struct {
+	mirror.NopMetrics // methods added to mirror.Metrics later are ignored until exported here
+
+	reg *prometheus.Registry
+
+	state        *prometheus.GaugeVec
+	lagOffsets   *prometheus.GaugeVec
+	lagSeconds   *lagCollector
+	bytes        *prometheus.CounterVec
+	records      *prometheus.CounterVec
+	fetchLatency *prometheus.HistogramVec
+	fetchReqErrs *prometheus.CounterVec
+	fetchErrs    *prometheus.CounterVec
+	truncations  *prometheus.CounterVec
+	gapOffsets   *prometheus.CounterVec
+	bumps        *prometheus.CounterVec
+	transitions  *prometheus.CounterVec
+	stopping     *prometheus.HistogramVec
+	coordLatency *prometheus.HistogramVec
+	coordErrs    *prometheus.CounterVec
+	adminReqs    *prometheus.CounterVec
+	adminLatency *prometheus.HistogramVec
+}
+
+var _ mirror.Metrics = (*Metrics)(nil)
+
+// New builds the collectors under namespace (DefaultNamespace when "") and registers
+// them. It panics, as prometheus.MustRegister does, when a series of the same name is
+// already registered in the Registry passed.
+func New(namespace string, opts ...Opt) *Metrics {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	c := config{buckets: append([]float64{0.001, 0.0025}, prometheus.DefBuckets...)}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.reg == nil {
+		c.reg = prometheus.NewRegistry()
+	}
+	part := []string{"mirror", "topic", "partition"}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: c.buckets}, labels)
+	}
+	m := &Metrics{
+		reg:        c.reg,
+		state:      gauge("partition_state", "1 for the actual state of each mirror partition owned by this instance.", append(part, "state")...),
+		lagOffsets: gauge("partition_lag_offsets", "Source high watermark minus destination log end offset, after the last fetch response; absent when unknown.", part...),
+		lagSeconds: newLagCollector(prometheus.BuildFQName(namespace, "", "partition_lag_seconds"),
+			"Age of the oldest source record not yet mirrored, from batch timestamps, computed at scrape time; 0 when caught up; absent when unknown.", part),
+		bytes:        counter("mirrored_bytes_total", "Record-batch bytes appended to destination logs.", "mirror", "topic"),
+		records:      counter("mirrored_records_total", "Records appended to destination logs (control records included).", "mirror", "topic"),
+		fetchLatency: histogram("fetch_latency_seconds", "Fetch round trips to each source broker, long-poll wait included.", "mirror", "broker"),
+		fetchReqErrs: counter("fetch_request_errors_total", "Fetch requests to a source broker that failed as a whole.", "mirror", "broker"),
+		fetchErrs:    counter("fetch_partition_errors_total", "Partition error codes in Fetch answers of a source broker.", "mirror", "broker", "code"),
+		truncations:  counter("truncations_total", "Truncations of destination logs by the fetcher, by cause (divergence, out_of_range).", "mirror", "topic", "cause"),
+		gapOffsets:   counter("gap_offsets_total", "Source offsets that will never be mirrored: the fetch offset was below the source log start.", "mirror", "topic"),
+		bumps:        counter("leader_epoch_bumps_total", "Raises of the destination leader epoch, by cause (ahead, state).", "mirror", "topic", "cause"),
+		transitions:  counter("state_transitions_total", "Durable actual-state changes of mirror partitions.", "mirror", "from", "to"),
+		stopping:     histogram("stopping_duration_seconds", "Time from STOPPING to STOPPED of a partition (failover).", "mirror"),
+		coordLatency: histogram("coordinator_write_latency_seconds", "WriteMirrorStates calls of the group commit.", "mirror"),
+		coordErrs:    counter("coordinator_write_errors_total", "WriteMirrorStates calls that failed as a whole.", "mirror"),
+		adminReqs:    counter("admin_requests_total", "Mirror RPCs served, by API and top-level error code.", "api", "code"),
+		adminLatency: histogram("admin_request_latency_seconds", "Mirror RPCs served, by API.", "api"),
+	}
+	c.reg.MustRegister(m.state, m.lagOffsets, m.lagSeconds, m.bytes, m.records, m.fetchLatency, m.fetchReqErrs,
+		m.fetchErrs, m.truncations, m.gapOffsets, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
+		m.adminReqs, m.adminLatency)
+	return m
+}
+
+// Registry returns the registry the series are in.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func partLabels(p mirror.PartitionRef) prometheus.Labels {
+	return prometheus.Labels{"mirror": p.Mirror, "topic": p.Topic, "partition": strconv.Itoa(int(p.Partition))}
+}
+
+// PartitionState implements mirror.Metrics: the series of the partition's other states
+// are removed.
+func (m *Metrics) PartitionState(p mirror.PartitionRef, s statemachine.State) {
+	m.state.DeletePartialMatch(partLabels(p))
+	l := partLabels(p)
+	l["state"] = s.String()
+	m.state.With(l).Set(1)
+}
+
+// PartitionGone implements mirror.Metrics.
+func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
+	l := partLabels(p)
+	m.state.DeletePartialMatch(l)
+	m.lagOffsets.Delete(l)
+	m.lagSeconds.delete(p)
+}
+
+// StateTransition implements mirror.Metrics.
+func (m *Metrics) StateTransition(p mirror.PartitionRef, from, to statemachine.State) {
+	m.transitions.WithLabelValues(p.Mirror, from.String(), to.String()).Inc()
+}
+
+// Lag implements mirror.Metrics. The seconds series is computed at scrape time from
+// the last report (mirror.LagSeconds), so it grows while the mirror stalls.
+func (m *Metrics) Lag(p mirror.PartitionRef, offsets int64, mirroredUpTo time.Time) {
+	l := partLabels(p)
+	if offsets < 0 {
+		m.lagOffsets.Delete(l)
+		m.lagSeconds.delete(p)
+		return
+	}
+	m.lagOffsets.With(l).Set(float64(offsets))
+	m.lagSeconds.set(p, offsets, mirroredUpTo)
+}
+
+// lagCollector exports the lag in seconds of every partition, computed when scraped.
+type lagCollector struct {
+	desc *prometheus.Desc
+	now  func() time.Time
+
+	mu    sync.Mutex // guards parts
+	parts map[mirror.PartitionRef]lagPoint
+}
+
+// lagPoint is the last Lag report of a partition.
+type lagPoint struct {
+	offsets int64
+	upTo    time.Time
+}
+
+func newLagCollector(name, help string, labels []string) *lagCollector {
+	return &lagCollector{desc: prometheus.NewDesc(name, help, labels, nil), now: time.Now, parts: map[mirror.PartitionRef]lagPoint{}}
+}
+
+func (c *lagCollector) set(p mirror.PartitionRef, offsets int64, upTo time.Time) {
+	c.mu.Lock()
+	c.parts[p] = lagPoint{offsets: offsets, upTo: upTo}
+	c.mu.Unlock()
+}
+
+func (c *lagCollector) delete(p mirror.PartitionRef) {
+	c.mu.Lock()
+	delete(c.parts, p)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, v := range c.parts {
+		if s, ok := mirror.LagSeconds(v.offsets, v.upTo, now); ok {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, s, p.Mirror, p.Topic, strconv.Itoa(int(p.Partition)))
+		}
+	}
+}
+
+// Mirrored implements mirror.Metrics.
+func (m *Metrics) Mirrored(p mirror.PartitionRef, bytes, records int64) {
+	m.bytes.WithLabelValues(p.Mirror, p.Topic).Add(float64(bytes))
+	m.records.WithLabelValues(p.Mirror, p.Topic).Add(float64(records))
+}
+
+// Fetch implements mirror.Metrics.
+func (m *Metrics) Fetch(name string, broker int32, latency time.Duration, err error, codes []int16) {
+	b := strconv.Itoa(int(broker))
+	m.fetchLatency.WithLabelValues(name, b).Observe(latency.Seconds())
+	if err != nil {
+		m.fetchReqErrs.WithLabelValues(name, b).Inc()
+	}
+	for _, c := range codes {
+		m.fetchErrs.WithLabelValues(name, b, admin.Code(c).String()).Inc()
+	}
+}
+
+// Truncation implements mirror.Metrics.
+func (m *Metrics) Truncation(p mirror.PartitionRef, cause mirror.TruncationCause, lost int64) {
+	m.truncations.WithLabelValues(p.Mirror, p.Topic, string(cause)).Inc()
+	if lost > 0 {
+		m.gapOffsets.WithLabelValues(p.Mirror, p.Topic).Add(float64(lost))
+	}
+}
+
+// LeaderEpochBump implements mirror.Metrics.
+func (m *Metrics) LeaderEpochBump(p mirror.PartitionRef, cause mirror.EpochBumpCause, _, _ int32) {
+	m.bumps.WithLabelValues(p.Mirror, p.Topic, string(cause)).Inc()
+}
+
+// StoppingDuration implements mirror.Metrics.
+func (m *Metrics) StoppingDuration(p mirror.PartitionRef, d time.Duration) {
+	m.stopping.WithLabelValues(p.Mirror).Observe(d.Seconds())
+}
+
+// CoordinatorWrite implements mirror.Metrics.
+func (m *Metrics) CoordinatorWrite(name string, _ int, latency time.Duration, err error) {
+	m.coordLatency.WithLabelValues(name).Observe(latency.Seconds())
+	if err != nil {
+		m.coordErrs.WithLabelValues(name).Inc()
+	}
+}
+
+// AdminRequest implements mirror.Metrics.
+func (m *Metrics) AdminRequest(o admin.RequestObservation) {
+	api := o.API
+	if api == "" {
+		api = strconv.Itoa(int(o.Key))
+	}
+	m.adminReqs.WithLabelValues(api, o.Code.String()).Inc()
+	m.adminLatency.WithLabelValues(api).Observe(o.Latency.Seconds())
+}
