@@ -286,7 +286,9 @@ func TestTxnOrphanAbortedAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dp2.Close()) }()
 	l := s.log(t, "t", 0)
-	require.Eventually(t, func() bool { return len(l.OpenTransactions()) == 0 }, 20*time.Second, 5*time.Millisecond)
+	// The abort is reported after its marker is appended: wait for the report.
+	require.Eventually(t, func() bool { return len(ev.list()) > 0 }, 20*time.Second, 5*time.Millisecond)
+	require.Empty(t, l.OpenTransactions())
 	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
 	got := ev.list()
 	require.Equal(t, []TxnAbort{{Reason: AbortOrphan, Topic: "t", Partition: 0, ProducerID: x.pid, ProducerEpoch: x.epoch,
