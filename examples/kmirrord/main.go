@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -20,6 +21,7 @@ import (
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/mirror/dataplane"
+	"github.com/kmirror/kmirror/mirror/kmprom"
 )
 
 // Exit codes.
@@ -46,6 +48,7 @@ type options struct {
 	logLevel     slog.Level
 	logFormat    string
 	cpuProfile   string
+	metrics      string // host:port of the Prometheus /metrics endpoint, "" for none
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -112,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics (kmirror_*) on `host:port` at /metrics (default: off)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kmirrord -listen HOST:PORT -data DIR [-cluster-id ID] [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -149,6 +153,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if strings.TrimSpace(o.data) == "" {
 		return nil, usagef("-data is required")
 	}
+	if o.metrics != "" {
+		if _, _, err := splitHostPort(o.metrics, true); err != nil {
+			return nil, usagef("-metrics: %v", err)
+		}
+	}
 	if o.clusterID != "" {
 		if err := validClusterID(o.clusterID); err != nil {
 			return nil, usagef("-cluster-id: %v", err)
@@ -184,9 +193,13 @@ type daemon struct {
 	log  *slog.Logger
 	dest *mirror.LocalDestination
 	m    *mirror.Mirror
+	dp   *dataplane.DataPlane
 	srv  *admin.Server
 	ln   net.Listener
-	done chan error // Serve's result
+	// metricsSrv serves /metrics (nil without -metrics); metricsAddr is its bound address.
+	metricsSrv  *http.Server
+	metricsAddr net.Addr
+	done        chan error // Serve's result
 	// served is set once Serve's result was taken from done.
 	served bool
 }
@@ -218,11 +231,22 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if err := persistClusterID(o.data, id, stored); err != nil {
 		return nil, err
 	}
-	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: o.syncInterval}, mirror.WithLogger(log))
+	mopts := []mirror.Option{mirror.WithLogger(log)}
+	var metrics *kmprom.Metrics
+	if o.metrics != "" {
+		metrics = kmprom.New("")
+		mopts = append(mopts, mirror.WithMetrics(metrics))
+	}
+	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: o.syncInterval}, mopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kmirrord: open mirror state: %w", err)
 	}
 	d.m = m
+	if metrics != nil {
+		if err := d.serveMetrics(o.metrics, metrics); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.listen(o); err != nil {
 		return nil, err
 	}
@@ -246,6 +270,7 @@ func (d *daemon) listen(o *options) error {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: data plane: %w", err)
 	}
+	d.dp = dp
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest))
 	srv, err := admin.NewServer(admin.ServerConfig{
 		Handler: mirror.NewAdminHandler(d.m),
@@ -297,10 +322,34 @@ func (d *daemon) serve(ctx context.Context) error {
 	return err
 }
 
-// close stops the server (listener and connections), then the Mirror, then
-// the destination; each step runs even when an earlier one fails.
+// serveMetrics serves the Prometheus registry of metrics at /metrics on addr.
+func (d *daemon) serveMetrics(addr string, metrics *kmprom.Metrics) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("kmirrord: -metrics listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler())
+	d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	d.metricsAddr = ln.Addr()
+	go func() {
+		if err := d.metricsSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("kmirrord: metrics server failed", "err", err)
+		}
+	}()
+	d.log.Info("kmirrord metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	return nil
+}
+
+// close stops the metrics endpoint, the server (listener and connections), the data
+// plane, then the Mirror, then the destination; each step runs even when an earlier one
+// fails.
 func (d *daemon) close() error {
 	var errs []error
+	if d.metricsSrv != nil {
+		errs = append(errs, d.metricsSrv.Close())
+		d.metricsSrv = nil
+	}
 	if d.srv != nil {
 		errs = append(errs, d.srv.Close())
 		if !d.served {
@@ -310,6 +359,10 @@ func (d *daemon) close() error {
 			d.served = true
 		}
 		d.srv = nil
+	}
+	if d.dp != nil {
+		errs = append(errs, d.dp.Close())
+		d.dp = nil
 	}
 	if d.m != nil {
 		errs = append(errs, d.m.Close())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,9 +21,10 @@ import (
 
 // daemonRun is one run of run() on a goroutine, its stderr piped.
 type daemonRun struct {
-	cancel context.CancelFunc
-	code   chan int
-	addr   string
+	cancel  context.CancelFunc
+	code    chan int
+	addr    string
+	metrics string // the -metrics address it logged, "" without -metrics
 }
 
 // startRun runs the daemon with args until stop, waiting for its listening
@@ -40,6 +42,9 @@ func startRun(t *testing.T, args ...string) *daemonRun {
 	for sc.Scan() {
 		var l map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), sc.Text())
+		if l["msg"] == "kmirrord metrics" {
+			d.metrics = l["addr"].(string)
+		}
 		if l["msg"] == "kmirrord listening" {
 			d.addr = l["addr"].(string)
 			break
@@ -181,4 +186,30 @@ func TestDescribeConfigs(t *testing.T) {
 	require.Empty(t, byName["BROKER/0"].Configs)
 	require.Equal(t, int16(admin.CodeInvalidRequest), byName["BROKER_LOGGER/0"].ErrorCode)
 	d.stop(t)
+}
+
+// TestMetricsEndpoint: with -metrics the daemon serves kmirror_ series at /metrics; an
+// admin RPC shows up in them.
+func TestMetricsEndpoint(t *testing.T) {
+	d := startRun(t, "-listen", "127.0.0.1:0", "-data", filepath.Join(t.TempDir(), "site"), "-metrics", "127.0.0.1:0")
+	require.NotEmpty(t, d.metrics)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	kacl, err := kgo.NewClient(append(admin.ClientOpts(), kgo.SeedBrokers(d.addr))...)
+	require.NoError(t, err)
+	defer kacl.Close()
+	_, err = admin.NewClient(kacl).ListClusterMirrors(ctx, admin.NewPtrListClusterMirrorsRequest())
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.metrics+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^kmirror_admin_requests_total\{api="ListClusterMirrors",code="NONE"\} 1$`, string(body))
+	d.stop(t)
+	code, out := runOnce("-listen", "127.0.0.1:0", "-data", t.TempDir(), "-metrics", "nohostport")
+	require.Equal(t, exitUsage, code, out)
 }
