@@ -24,9 +24,15 @@ func TestProduceConsumeKgo(t *testing.T) {
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "plain", 2, -1
+	rc := kmsg.NewCreateTopicsRequestTopicConfig()
+	rc.Name, rc.Value = "retention.ms", kmsg.StringPtr("60000")
+	rt.Configs = append(rt.Configs, rc)
 	ct.Topics = []kmsg.CreateTopicsRequestTopic{rt}
 	cresp := request[*kmsg.CreateTopicsResponse](t, cl, ct)
 	require.Equal(t, int16(0), cresp.Topics[0].ErrorCode)
+	// The answer lists the topic's configs, never null (the Java admin client reads it).
+	require.Len(t, cresp.Topics[0].Configs, 1)
+	require.Equal(t, "retention.ms", cresp.Topics[0].Configs[0].Name)
 	require.Equal(t, int16(36), request[*kmsg.CreateTopicsResponse](t, cl, ct).Topics[0].ErrorCode) // TOPIC_ALREADY_EXISTS
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -137,6 +138,9 @@ func (dp *DataPlane) createOne(ctx context.Context, rt kmsg.CreateTopicsRequestT
 		}
 	}
 	t.NumPartitions, t.ReplicationFactor = n, 1
+	// The topic's configs, as Kafka answers them (v5+): the Java admin client
+	// dereferences the list, so it is never left null on success.
+	t.Configs = createdConfigs(spec.Configs)
 	if validateOnly {
 		return 0, ""
 	}
@@ -158,4 +162,22 @@ func (dp *DataPlane) createOne(ctx context.Context, rt kmsg.CreateTopicsRequestT
 		}
 	}
 	return 0, ""
+}
+
+// createdConfigs lists the configs a CreateTopics answer reports for a new topic: the
+// ones it was created with, sorted by name, as topic-level values.
+func createdConfigs(cfg map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+	names := make([]string, 0, len(cfg))
+	for k := range cfg {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(names))
+	for _, k := range names {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(cfg[k])
+		c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
+		out = append(out, c)
+	}
+	return out
 }
