@@ -154,12 +154,17 @@ func (c *Controller) Topics(mirror string) []TopicState {
 	return out
 }
 
-// CreateMirror defines a new mirror with raw configs (spec §14.1).
+// CreateMirror defines a new mirror with raw configs (spec §14.1). The configs are stored
+// with their keys in the canonical spelling (CanonicalMirrorConfigs).
 func (c *Controller) CreateMirror(ctx context.Context, name string, configs map[string]string) error {
 	if err := ValidMirrorName(name); err != nil {
 		return err
 	}
 	if _, err := ParseMirrorConfig(configs); err != nil {
+		return err
+	}
+	configs, err := CanonicalMirrorConfigs(configs)
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -426,6 +431,9 @@ func (c *Controller) replay(off int64, r records.ControllerRecord) error {
 			}
 		}
 		cfg, err := ParseMirrorConfig(raw)
+		if err == nil {
+			raw, err = CanonicalMirrorConfigs(raw) // records written before the aliases
+		}
 		if err != nil {
 			return fmt.Errorf("mirror: controller record at offset %d: %w", off, err)
 		}
