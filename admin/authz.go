@@ -113,6 +113,7 @@ var authTable = map[int16]Requirement{
 	KeyStopMirrorTopics:       {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
 	KeyPauseMirrorTopics:      {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
 	KeyResumeMirrorTopics:     {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
+	KeyRecoverMirrorTopics:    {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
 	KeyReadMirrorStates:       {Op: OpClusterAction, Resource: ResourceCluster, Denied: CodeClusterAuthorizationFailed},
 	KeyWriteMirrorStates:      {Op: OpClusterAction, Resource: ResourceCluster, Denied: CodeClusterAuthorizationFailed},
 	KeyReadMirrorOffsets:      {Op: OpClusterAction, Resource: ResourceCluster, Denied: CodeClusterAuthorizationFailed},
@@ -202,6 +203,27 @@ func (r *PauseMirrorTopicsRequest) keepTopics(keep func(string) bool) {
 }
 func (r *PauseMirrorTopicsResponse) addTopicError(name string, c Code, msg string) {
 	r.Topics = append(r.Topics, PauseMirrorTopicsResponseTopic{TopicName: name, ErrorCode: int16(c), ErrorMessage: &msg})
+}
+
+func (r *RecoverMirrorTopicsRequest) mirrorName() string { return r.MirrorName }
+func (r *RecoverMirrorTopicsRequest) topicNames() []string {
+	out := make([]string, len(r.Topics))
+	for i, t := range r.Topics {
+		out[i] = t.TopicName
+	}
+	return out
+}
+func (r *RecoverMirrorTopicsRequest) keepTopics(keep func(string) bool) {
+	var kept []RecoverMirrorTopicsRequestTopic
+	for _, t := range r.Topics {
+		if keep(t.TopicName) {
+			kept = append(kept, t)
+		}
+	}
+	r.Topics = kept
+}
+func (r *RecoverMirrorTopicsResponse) addTopicError(name string, c Code, msg string) {
+	r.Topics = append(r.Topics, RecoverMirrorTopicsResponseTopic{TopicName: name, ErrorCode: int16(c), ErrorMessage: &msg})
 }
 
 func (r *ResumeMirrorTopicsRequest) mirrorName() string { return r.MirrorName }

@@ -161,6 +161,8 @@ func TestMirrorLoop(t *testing.T) {
 	d := describePartition(t, ex.a, "b-to-a", "t", 0)
 	require.Equal(t, statemachine.Failed, d.State)
 	require.Contains(t, d.ErrorMessage, `mirror "a-to-b" on the source cluster`)
+	require.Equal(t, records.NonRetryable, d.RetryAttempt, "a mirror loop is not retried")
+	require.Equal(t, statemachine.Preparing, d.PreviousState)
 }
 
 func mustBatch(t testing.TB, tag string) []byte {

@@ -22,12 +22,18 @@ import (
 var _ Peer = (*Mirror)(nil)
 
 // KgoOptions returns the franz-go client options that reach the source cluster of cfg:
-// seed brokers, TLS and SASL (PLAIN, SCRAM-SHA-256/512) and the socket receive buffer
-// (socket.receive.buffer.bytes) from the mirror configs.
+// seed brokers, TLS and SASL (PLAIN, SCRAM-SHA-256/512), the socket receive buffer
+// (socket.receive.buffer.bytes) and the retry timeout of requests (socket.timeout.ms)
+// from the mirror configs.
 func KgoOptions(cfg MirrorConfig) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.BootstrapServers...)}
 	if cfg.RequestTimeout > 0 {
 		opts = append(opts, kgo.RequestTimeoutOverhead(cfg.RequestTimeout))
+	}
+	if cfg.SocketTimeout > 0 {
+		// A request to an unreachable source gives up after socket.timeout.ms
+		// (kgo's default is 30 s, the default of socket.timeout.ms too).
+		opts = append(opts, kgo.RetryTimeout(cfg.SocketTimeout))
 	}
 	var tc *tls.Config
 	switch cfg.SecurityProtocol {

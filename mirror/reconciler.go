@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +52,12 @@ type reconciler struct {
 	// Published for readers (describe, WaitForStates).
 	pubState  atomic.Int32
 	pubReason atomic.Pointer[string]
+	pubRetry  atomic.Int32 // RetryAttempt, -1 non-retryable
+	pubPrev   atomic.Int32 // PreviousState
 	srcHW     atomic.Int64
+
+	recoverReq atomic.Bool // RecoverMirrorTopics asked for a restart (retry.go)
+	healthyReq atomic.Bool // a fetch succeeded after retries (retry.go)
 
 	// Owned by the run goroutine.
 	known         bool
@@ -64,7 +68,9 @@ type reconciler struct {
 	retryAt       *time.Timer
 	retryC        <-chan time.Time
 	retryBO       time.Duration
-	attempts      int                // automatic FAILED retries so far
+	attempts      int                // automatic FAILED retries so far (RetryAttempt)
+	nonRetryable  bool               // the FAILED state is not retried (RetryAttempt -1)
+	prevState     statemachine.State // PreviousState: the state before FAILED
 	retryEvent    statemachine.Event // delivered when the retry timer fires
 	pendingReason string             // failure reason of the last write, published after act
 	lme           int32              // stored LastMirrorEpoch, as last read or written
@@ -78,6 +84,8 @@ func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, 
 	r := &reconciler{m: m, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition, log: log,
 		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
 	r.pubState.Store(int32(statemachine.Unknown))
+	r.pubPrev.Store(int32(statemachine.Unknown))
+	r.prevState = statemachine.Unknown
 	r.srcHW.Store(-1)
 	return r
 }
@@ -249,7 +257,9 @@ func (r *reconciler) step() {
 				return
 			}
 		}
+		r.resetRetries()
 		ev := r.pop()
+		r.applyRecover(ev)
 		to, acts, reassert, ok := r.decide(ev)
 		if !ok {
 			if ev != nil {
@@ -350,35 +360,6 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 	return to, acts, true, true
 }
 
-// maybeScheduleFailedRetry arms the automatic retry of a FAILED partition
-// (WithFailedRetry): exponential backoff with full jitter; a mirror loop is not retried.
-func (r *reconciler) maybeScheduleFailedRetry() {
-	rc := r.m.opts.retry
-	if rc == nil || r.retryC != nil {
-		return
-	}
-	if rc.MaxAttempts > 0 && r.attempts >= rc.MaxAttempts {
-		return
-	}
-	if errors.Is(r.failCause, ErrMirrorLoop) {
-		return // permanent: only an operator can break the loop
-	}
-	d := rc.Initial
-	if d <= 0 {
-		d = 100 * time.Millisecond
-	}
-	for i := 0; i < r.attempts && (rc.Max <= 0 || d < rc.Max); i++ {
-		d *= 2
-	}
-	if rc.Max > 0 && d > rc.Max {
-		d = rc.Max
-	}
-	d = time.Duration(rand.Int64N(int64(d)) + 1) // full jitter
-	r.attempts++
-	r.retryEvent = statemachine.Retry{}
-	r.schedule(d)
-}
-
 // read loads the actual state from the coordinator, raising the highest-seen leader
 // epoch to the log's leader epoch. It returns false when the step must stop (a retry is
 // scheduled when the coordinator was unavailable).
@@ -395,6 +376,8 @@ func (r *reconciler) read() bool {
 		case admin.CodeNone:
 			r.state, r.stateEpoch, r.known = res.State, res.StateEpoch, true
 			r.lme, r.lmo = res.LastMirrorEpoch, res.LastMirrorOffset
+			r.attempts, r.nonRetryable = max(0, int(res.RetryAttempt)), res.RetryAttempt == records.NonRetryable
+			r.prevState = res.PreviousState
 			reason := ""
 			if res.ErrorMessage != nil {
 				reason = *res.ErrorMessage
@@ -425,6 +408,8 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 		reason, cause = e.Reason, e.Cause
 		wp.ErrorMessage = &reason
 	}
+	wasNonRetryable := r.nonRetryable
+	wp.RetryAttempt = r.retryAttemptFor(to, cause)
 	res, err := r.mr.batch.write(r.ctx, wp)
 	if err != nil {
 		if r.ctx.Err() != nil {
@@ -439,13 +424,17 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 			"partition", r.partition, "to", to, "code", res.ErrorCode.String())
 		return writeFenced
 	default:
+		r.nonRetryable = wasNonRetryable
 		return writeRetry
 	}
 	from := r.state
-	r.state, r.stateEpoch = to, res.StateEpoch
-	if to != statemachine.Failed {
-		r.attemptsReset(to)
+	switch {
+	case to != statemachine.Failed:
+		r.prevState = statemachine.Unknown
+	case from != statemachine.Failed:
+		r.prevState = from
 	}
+	r.state, r.stateEpoch = to, res.StateEpoch
 	r.pendingReason = reason
 	if to == statemachine.Failed && cause != nil {
 		r.failCause = cause
@@ -463,15 +452,14 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 	return writeOK
 }
 
-// attemptsReset clears the FAILED retry counter once the partition mirrors again.
-func (r *reconciler) attemptsReset(to statemachine.State) {
-	if to == statemachine.Mirroring {
-		r.attempts = 0
-	}
-}
-
 // publish makes the state visible to readers and wakes waiters.
 func (r *reconciler) publish(s statemachine.State, reason string) {
+	ra := int32(r.attempts)
+	if r.nonRetryable {
+		ra = int32(records.NonRetryable)
+	}
+	r.pubRetry.Store(ra)
+	r.pubPrev.Store(int32(r.prevState))
 	r.pubReason.Store(&reason) // before the state: a reader that sees s sees its reason
 	r.pubState.Store(int32(s))
 	r.m.notifyChange()

@@ -413,7 +413,7 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 				continue
 			}
 			pd := PartitionDescription{Partition: p, State: statemachine.Unknown, LastMirrorEpoch: -1,
-				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1}
+				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, PreviousState: statemachine.Unknown}
 			if o.IncludeLags {
 				if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
 					pd.SourceOffset, pd.DestinationOffset = r.offsets()
@@ -439,6 +439,7 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 				continue
 			}
 			pd.State, pd.LastMirrorEpoch, pd.LastMirrorOffset = r.State, r.LastMirrorEpoch, r.LastMirrorOffset
+			pd.RetryAttempt, pd.PreviousState = r.RetryAttempt, r.PreviousState
 			if r.ErrorMessage != nil {
 				pd.ErrorMessage = *r.ErrorMessage
 			}
