@@ -1,0 +1,52 @@
+package mirror
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/records"
+)
+
+// startMirrored starts mirror "m" of topic t (one partition, id) from a to b and waits
+// until it caught up.
+func startMirrored(t *testing.T, ctx context.Context, a, b *site, id records.UUID) {
+	t.Helper()
+	createTopic(t, a, "t", id, 1)
+	appendBatch(t, a.log(t, "t", 0), 0, 2, "x")
+	require.NoError(t, b.m.CreateClusterMirror(ctx, "m", bootstrap(a)))
+	mustOK(t)(b.m.StartMirrorTopics(ctx, "m", []string{"t"}, StartOptions{}))
+	require.NoError(t, b.m.WaitForLag(ctx, "m", []string{"t"}, 0))
+}
+
+// TestMirrorTopicGuards: CreatePartitions and DeleteTopics of a mirror topic are refused
+// with INVALID_CLUSTER_MIRROR_STATES until it is STOPPED; other topics are unaffected.
+func TestMirrorTopicGuards(t *testing.T) {
+	ctx := testCtx(t)
+	w := newWorld()
+	a, b := w.newSite(t, "A"), w.newSite(t, "B")
+	startMirrored(t, ctx, a, b, records.UUID{0x65})
+	require.NoError(t, b.dest.CreateTopic(ctx, TopicSpec{Name: "local", TopicID: records.UUID{0x66}, Partitions: 1}))
+
+	requireCode(t, admin.CodeInvalidClusterMirrorStates, b.dest.ClientCreatePartitions(ctx, "t", 3))
+	err := b.dest.DeleteTopic(ctx, "t")
+	requireCode(t, admin.CodeInvalidClusterMirrorStates, err)
+	require.Contains(t, err.Error(), "stop the mirror topic first")
+	spec, ok := b.dest.Topic("t")
+	require.True(t, ok)
+	require.Equal(t, int32(1), spec.Partitions)
+	mustOK(t)(b.m.PauseMirrorTopics(ctx, "m", []string{"t"}, LifecycleOptions{Wait: true}))
+	requireCode(t, admin.CodeInvalidClusterMirrorStates, b.dest.DeleteTopic(ctx, "t")) // PAUSED is not STOPPED
+
+	require.NoError(t, b.dest.ClientCreatePartitions(ctx, "local", 2), "not a mirror topic")
+	require.NoError(t, b.dest.DeleteTopic(ctx, "local"))
+	_, ok = b.dest.Topic("local")
+	require.False(t, ok)
+
+	mustOK(t)(b.m.StopMirrorTopics(ctx, "m", []string{"t"}, StopOptions{Wait: true}))
+	require.NoError(t, b.dest.ClientCreatePartitions(ctx, "t", 2))
+	require.NoError(t, b.dest.DeleteTopic(ctx, "t"))
+	requireCode(t, admin.CodeUnknownTopicOrPartition, b.dest.DeleteTopic(ctx, "t"))
+}
