@@ -259,6 +259,9 @@ func (r *reconciler) step() {
 		}
 		r.resetRetries()
 		ev := r.pop()
+		if ev == nil {
+			ev = r.tieredStorageCheck()
+		}
 		r.applyRecover(ev)
 		to, acts, reassert, ok := r.decide(ev)
 		if !ok {

@@ -192,6 +192,7 @@ func (mr *mirrorRuntime) syncOnce(ctx context.Context) (SyncStats, error) {
 	mr.mu.Unlock()
 	mr.resolveClusterID(ctx)
 	st, err := s.SyncOnce(ctx)
+	mr.failSourceTopics(st)
 	mr.keepEpochsAhead(ctx)
 	return st, err
 }

@@ -14,7 +14,8 @@ import (
 // RetryAttempt -1): retrying cannot help until an operator acts (breaks a mirror loop,
 // disables tiered storage, restores or restarts the topic).
 func nonRetryable(cause error) bool {
-	return errors.Is(cause, ErrMirrorLoop)
+	return errors.Is(cause, ErrMirrorLoop) || errors.Is(cause, ErrTieredStorage) ||
+		errors.Is(cause, ErrSourceTopicMissing) || errors.Is(cause, ErrSourceTopicRecreated)
 }
 
 // retryGate is the FAILED-retry backoff of one mirror, shared by all its partitions, so
