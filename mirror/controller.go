@@ -224,6 +224,38 @@ func (c *Controller) StartTopics(ctx context.Context, name string, topics []Topi
 	return results, nil
 }
 
+// CheckStart runs the per-topic checks of StartTopics(name, topics, include, exclude)
+// without changing anything, so that a caller can refuse a topic before it creates its
+// destination topic. It returns one error (nil = would start) per topic, in order, or
+// an error for the whole request (unknown mirror, bad patterns).
+func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclude []string) ([]error, error) {
+	if err := validatePatterns(include, exclude); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.mirrors[name]
+	if !ok {
+		return nil, unknownMirror(name)
+	}
+	cfg := m.Config
+	if len(include) > 0 || len(exclude) > 0 {
+		raw := cloneConfigs(m.Configs)
+		raw[KeyTopicsInclude] = joinList(removeAll(addAll(cfg.TopicsInclude, include), exclude))
+		raw[KeyTopicsExclude] = joinList(removeAll(addAll(cfg.TopicsExclude, exclude), include))
+		parsed, err := ParseMirrorConfig(raw)
+		if err != nil {
+			return nil, err
+		}
+		cfg = parsed
+	}
+	errs := make([]error, len(topics))
+	for i, tm := range topics {
+		errs[i] = c.checkStartLocked(name, cfg, tm)
+	}
+	return errs, nil
+}
+
 func (c *Controller) checkStartLocked(name string, cfg MirrorConfig, tm TopicMeta) error {
 	if cfg.ExcludesTopic(tm.Name) {
 		return admin.Errorf(admin.CodeInvalidRequest, "topic %q matches the exclude patterns of mirror %q", tm.Name, name)

@@ -50,3 +50,25 @@ func TestMirrorTopicGuards(t *testing.T) {
 	require.NoError(t, b.dest.DeleteTopic(ctx, "t"))
 	requireCode(t, admin.CodeUnknownTopicOrPartition, b.dest.DeleteTopic(ctx, "t"))
 }
+
+// TestStartRefusedLeavesNoDestinationTopic: a topic the controller refuses (it matches
+// the mirror's exclude patterns) gets no destination topic.
+func TestStartRefusedLeavesNoDestinationTopic(t *testing.T) {
+	ctx := testCtx(t)
+	w := newWorld()
+	a, b := w.newSite(t, "A"), w.newSite(t, "B")
+	createTopic(t, a, "audit", records.UUID{0x67}, 1)
+	createTopic(t, a, "t", records.UUID{0x68}, 1)
+	cfg := bootstrap(a)
+	cfg[KeyTopicsExclude] = "audit"
+	require.NoError(t, b.m.CreateClusterMirror(ctx, "m", cfg))
+	res, err := b.m.StartMirrorTopics(ctx, "m", []string{"audit", "t"}, StartOptions{})
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	requireCode(t, admin.CodeInvalidRequest, res[0].Err)
+	require.NoError(t, res[1].Err)
+	_, ok := b.dest.Topic("audit")
+	require.False(t, ok, "no destination topic for a refused start")
+	_, ok = b.dest.Topic("t")
+	require.True(t, ok)
+}

@@ -88,6 +88,16 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 				Err: admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q does not exist on the source of mirror %q", topic, name)})
 			continue
 		}
+		// The controller's checks first: a refused topic leaves no destination topic.
+		checks, err := m.ctrl.CheckStart(name, []TopicMeta{{Name: topic, TopicID: st.TopicID, NumPartitions: st.Partitions}},
+			o.IncludePatterns, o.ExcludePatterns)
+		if err != nil {
+			return nil, err
+		}
+		if checks[0] != nil {
+			results = append(results, TopicResult{Topic: topic, Err: checks[0]})
+			continue
+		}
 		if err := m.checkActual(ctx, name, topic, statemachine.OpStart); err != nil {
 			results = append(results, TopicResult{Topic: topic, Err: err})
 			continue
