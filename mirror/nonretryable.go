@@ -15,6 +15,18 @@ var ErrTieredStorage = errors.New("mirror: tiered storage is enabled on the dest
 // KeyRemoteStorageEnable is the topic config that turns on tiered storage.
 const KeyRemoteStorageEnable = "remote.storage.enable"
 
+// uleEnabled reports whether unclean leader election on the source is supported for
+// this partition: mirror.support.unclean.leader.election=true as a mirror config, or as
+// a config of the destination topic (as in the prototype; "mirror.*" topic configs are
+// never synced from the source, so the destination's own value holds).
+func (r *reconciler) uleEnabled() bool {
+	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
+		return true
+	}
+	spec, ok := r.m.dest.Topic(r.topic)
+	return ok && spec.Configs[KeyUncleanLeaderElection] == "true"
+}
+
 // failSourceTopics fails, non-retryably, the partitions of the topics whose source
 // the sync cycle found deleted (ErrSourceTopicMissing) or recreated with another topic
 // id (ErrSourceTopicRecreated). A partition already FAILED that way is left alone.

@@ -140,8 +140,7 @@ func (r *reconciler) offsets() (int64, int64) {
 }
 
 func (r *reconciler) onDivergence(truncatedTo int64) {
-	cfg, err := r.mr.config()
-	if err != nil || !cfg.SupportUncleanLeaderElec {
+	if !r.uleEnabled() {
 		return
 	}
 	r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
@@ -593,10 +592,7 @@ func (r *reconciler) waitReplicas(a statemachine.WaitReplicas) error {
 	if !ok {
 		return nil // a single replica converges with the leader log itself
 	}
-	all := a.AllReplicas
-	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
-		all = true
-	}
+	all := a.AllReplicas || r.uleEnabled()
 	off := a.Offset
 	if off < 0 {
 		off = r.log.LogEndOffset()
