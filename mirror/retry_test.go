@@ -15,7 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -253,4 +255,62 @@ func TestRetriesExhaustedThenRecover(t *testing.T) {
 	require.NoError(t, res[0].Err)
 	requireCode(t, admin.CodeUnknownTopicOrPartition, res[1].Err)
 	o.requireCaughtUp(t, ctx)
+}
+
+// TestRetryAttemptSurvivesRestart: RetryAttempt is stored with the state, so a Mirror
+// reopened on the same stores neither forgets exhausted retries nor starts them again;
+// RecoverMirrorTopics still works after the restart.
+func TestRetryAttemptSurvivesRestart(t *testing.T) {
+	ctx := testCtx(t)
+	w := newWorld()
+	a := w.newSite(t, "A")
+	createTopic(t, a, "t", records.UUID{0x71}, 1)
+	appendBatch(t, a.log(t, "t", 0), 0, 2, "x")
+	a.mu.Lock()
+	a.corrupt[TopicPartition{"t", 0}] = true
+	a.mu.Unlock()
+	dest := NewMemoryDestination("B", fetcher.MemoryLogOptions{})
+	t.Cleanup(func() { require.NoError(t, dest.Close()) })
+	store, clog := coordinator.NewMemoryStore(), &MemoryControllerLog{}
+	open := func() *Mirror {
+		m, err := New(Config{Destination: dest, ControllerLog: clog, Store: store, SyncInterval: -1, FetchIdleWait: time.Millisecond,
+			Coordinator: coordinator.Config{NumPartitions: 3, AppendLinger: -1}},
+			WithSourceFactory(func(string, MirrorConfig) (fetcher.Source, SourceAdmin, error) {
+				return &siteSource{s: a, ls: fetcher.NewLocalSource(fetcher.ReadUncommitted), added: map[TopicPartition]bool{}},
+					NewLocalSourceAdmin(a.dest, nil), nil
+			}),
+			WithPeerFactory(func(string, MirrorConfig) (Peer, error) { return nil, nil }),
+			WithFailedRetry(RetryConfig{Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 3}))
+		require.NoError(t, err)
+		return m
+	}
+	m := open()
+	require.NoError(t, m.CreateClusterMirror(ctx, "m", bootstrap(a)))
+	mustOK(t)(m.StartMirrorTopics(ctx, "m", []string{"t"}, StartOptions{}))
+	// Never PAUSED: the wait ends with the error of a FAILED partition with no retry left.
+	require.ErrorContains(t, m.WaitForStates(ctx, "m", []string{"t"}, statemachine.Paused), "CRC")
+	d := describeOn(t, m, "m", "t", 0)
+	require.Equal(t, statemachine.Failed, d.State)
+	require.Equal(t, int16(3), d.RetryAttempt, "every retry ran")
+	require.Equal(t, statemachine.Mirroring, d.PreviousState)
+	require.NoError(t, m.Close())
+
+	m = open()
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
+	require.ErrorContains(t, m.WaitForStates(ctx, "m", []string{"t"}, statemachine.Paused), "CRC",
+		"still no retry left after the restart")
+	d = describeOn(t, m, "m", "t", 0)
+	require.Equal(t, int16(3), d.RetryAttempt)
+	require.Equal(t, statemachine.Mirroring, d.PreviousState)
+
+	a.mu.Lock()
+	delete(a.corrupt, TopicPartition{"t", 0})
+	a.mu.Unlock()
+	res, err := m.RecoverMirrorTopics(ctx, "m", []string{"t"})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.NoError(t, m.WaitForLag(ctx, "m", []string{"t"}, 0))
+	l, err := dest.Log("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, logBytes(t, a.log(t, "t", 0)), logBytes(t, l))
 }
