@@ -11,8 +11,8 @@ import (
 )
 
 // ClientAdmin is optionally implemented by a Destination: the host-facing topic admin
-// operations, what a broker's CreatePartitions and DeleteTopics handlers call for a
-// client. A mirror topic that is not STOPPED refuses them with
+// operations, what a broker's CreatePartitions, DeleteTopics and DeleteRecords handlers
+// call for a client. A mirror topic that is not STOPPED refuses them with
 // INVALID_CLUSTER_MIRROR_STATES (spec §12: a mirror topic changes only through the
 // mirror); once STOPPED, and for topics that are not mirror topics, they work as usual.
 // Destination.CreatePartitions stays the mirror's own path (the metadata sync grows a
@@ -22,6 +22,10 @@ type ClientAdmin interface {
 	ClientCreatePartitions(ctx context.Context, topic string, count int32) error
 	// DeleteTopic deletes topic and its data.
 	DeleteTopic(ctx context.Context, topic string) error
+	// DeleteRecords moves the log start of a partition to before (-1 = the high
+	// watermark) and returns the new log start (Kafka's low watermark). An offset
+	// above the high watermark is an error Is(fetcher.ErrOffsetOutOfRange).
+	DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error)
 }
 
 var _ ClientAdmin = (*LocalDestination)(nil)
@@ -87,4 +91,37 @@ func (d *LocalDestination) DeleteTopic(ctx context.Context, topic string) error 
 	}
 	delete(d.meta.Topics, topic)
 	return d.saveLocked()
+}
+
+// DeleteRecords implements ClientAdmin through the log's fetcher.RecordDeleter. The
+// log's own read-only flag refuses too, under the log's lock, so a stop or start racing
+// with the call never lets a mirror partition lose records.
+func (d *LocalDestination) DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error) {
+	d.mu.Lock()
+	t, ok := d.meta.Topics[topic]
+	var err error
+	if ok && d.meta.ReadOnly[roKey(topic, partition)] {
+		err = d.guardMirrorTopicLocked("DeleteRecords", topic, t)
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return -1, err
+	}
+	l, err := d.Log(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	rd, ok := l.(fetcher.RecordDeleter)
+	if !ok {
+		return -1, admin.Errorf(admin.CodeInvalidRequest, "the log of %s-%d does not support DeleteRecords", topic, partition)
+	}
+	start, err := rd.DeleteRecordsBefore(before)
+	if errors.Is(err, fetcher.ErrReadOnly) {
+		return -1, admin.Errorf(admin.CodeInvalidClusterMirrorStates,
+			"DeleteRecords of %s-%d refused: a mirror partition that is not STOPPED", topic, partition)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("mirror: delete records of %s-%d before %d: %w", topic, partition, before, err)
+	}
+	return start, nil
 }

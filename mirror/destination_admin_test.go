@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -21,7 +22,7 @@ func startMirrored(t *testing.T, ctx context.Context, a, b *site, id records.UUI
 	require.NoError(t, b.m.WaitForLag(ctx, "m", []string{"t"}, 0))
 }
 
-// TestMirrorTopicGuards: CreatePartitions and DeleteTopics of a mirror topic are refused
+// TestMirrorTopicGuards: CreatePartitions, DeleteTopics and DeleteRecords of a mirror topic are refused
 // with INVALID_CLUSTER_MIRROR_STATES until it is STOPPED; other topics are unaffected.
 func TestMirrorTopicGuards(t *testing.T) {
 	ctx := testCtx(t)
@@ -40,12 +41,24 @@ func TestMirrorTopicGuards(t *testing.T) {
 	mustOK(t)(b.m.PauseMirrorTopics(ctx, "m", []string{"t"}, LifecycleOptions{Wait: true}))
 	requireCode(t, admin.CodeInvalidClusterMirrorStates, b.dest.DeleteTopic(ctx, "t")) // PAUSED is not STOPPED
 
+	_, err = b.dest.DeleteRecords(ctx, "t", 0, 1)
+	requireCode(t, admin.CodeInvalidClusterMirrorStates, err)
+	require.Equal(t, int64(0), b.log(t, "t", 0).LogStartOffset(), "nothing deleted")
 	require.NoError(t, b.dest.ClientCreatePartitions(ctx, "local", 2), "not a mirror topic")
+	appendBatch(t, b.log(t, "local", 0), 0, 3, "l")
+	low, err := b.dest.DeleteRecords(ctx, "local", 0, 2)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), low)
+	_, err = b.dest.DeleteRecords(ctx, "local", 0, 99)
+	require.ErrorIs(t, err, fetcher.ErrOffsetOutOfRange)
 	require.NoError(t, b.dest.DeleteTopic(ctx, "local"))
 	_, ok = b.dest.Topic("local")
 	require.False(t, ok)
 
 	mustOK(t)(b.m.StopMirrorTopics(ctx, "m", []string{"t"}, StopOptions{Wait: true}))
+	low, err = b.dest.DeleteRecords(ctx, "t", 0, -1)
+	require.NoError(t, err, "allowed once STOPPED")
+	require.Equal(t, b.log(t, "t", 0).HighWatermark(), low)
 	require.NoError(t, b.dest.ClientCreatePartitions(ctx, "t", 2))
 	require.NoError(t, b.dest.DeleteTopic(ctx, "t"))
 	requireCode(t, admin.CodeUnknownTopicOrPartition, b.dest.DeleteTopic(ctx, "t"))
