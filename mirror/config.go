@@ -25,7 +25,8 @@ const (
 	KeyTopicPropertiesExcl = "topic.properties.exclude"
 	// KeyACLsInclude holds the ACL rules to sync from the source,
 	// resourceType;resourceName;operation;permissionType;principal each (see
-	// ParseACLRule). The rules are validated; ACL sync itself is not built yet.
+	// ParseACLRule): the metadata sync copies the matching source ACLs to a
+	// destination that implements ACLStore (acl.go).
 	KeyACLsInclude = "acls.include"
 	// KeySocketTimeoutMs is how long the source may stay unreachable before the
 	// mirror's partitions go FAILED (retryable) with the cause.
