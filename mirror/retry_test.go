@@ -181,22 +181,20 @@ func (o *outage) produce(t *testing.T, tag string, n int) {
 	require.NoError(t, cl.ProduceSync(context.Background(), recs...).FirstErr())
 }
 
-// waitFailed waits until every partition is FAILED by the outage and returns the
-// descriptions once cond holds for all of them.
+// waitFailed waits, partition by partition, until each is FAILED by the outage with
+// cond holding, and returns the descriptions seen then. (The partitions retry on their
+// own schedule, so they need not be FAILED at the same moment.)
 func (o *outage) waitFailed(t *testing.T, ctx context.Context, what string, cond func(PartitionDescription) bool) []PartitionDescription {
 	t.Helper()
 	var ds []PartitionDescription
-	waitCond(t, ctx, o.m, what, func() bool {
-		ds = ds[:0]
-		for p := int32(0); p < 2; p++ {
-			d := describeOn(t, o.m, "k", "events", p)
-			if d.State != statemachine.Failed || !cond(d) {
-				return false
-			}
-			ds = append(ds, d)
-		}
-		return true
-	})
+	for p := int32(0); p < 2; p++ {
+		var d PartitionDescription
+		waitCond(t, ctx, o.m, what, func() bool {
+			d = describeOn(t, o.m, "k", "events", p)
+			return d.State == statemachine.Failed && cond(d)
+		})
+		ds = append(ds, d)
+	}
 	return ds
 }
 
