@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -113,10 +115,43 @@ var authTable = map[int16]Requirement{
 	KeyStopMirrorTopics:       {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
 	KeyPauseMirrorTopics:      {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
 	KeyResumeMirrorTopics:     {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
+	KeyRecoverMirrorTopics:    {Op: OpAlter, Resource: ResourceClusterMirror, TopicOp: OpRead, Denied: CodeClusterMirrorAuthorizationFailed},
 	KeyReadMirrorStates:       {Op: OpClusterAction, Resource: ResourceCluster, Denied: CodeClusterAuthorizationFailed},
 	KeyWriteMirrorStates:      {Op: OpClusterAction, Resource: ResourceCluster, Denied: CodeClusterAuthorizationFailed},
 	KeyReadMirrorOffsets:      {Op: OpClusterAction, Resource: ResourceCluster, Denied: CodeClusterAuthorizationFailed},
 	KeyBumpLeaderEpochs:       {Op: OpClusterAction, Resource: ResourceCluster, Denied: CodeClusterAuthorizationFailed},
+}
+
+// authorizeList leaves out of lr the mirrors the principal may not describe and, if it
+// left any out, sets CLUSTER_MIRROR_AUTHORIZATION_FAILED at top level. The message
+// counts them and names only those the request named in its MirrorNameFilter.
+func authorizeList(req *ListClusterMirrorsRequest, lr *ListClusterMirrorsResponse, reqm Requirement,
+	allowed func(Operation, ResourceType, string) bool) {
+	var kept []ListClusterMirrorsResponseMirror
+	var named []string
+	denied := 0
+	for _, m := range lr.Mirrors {
+		if allowed(reqm.Op, reqm.Resource, m.MirrorName) {
+			kept = append(kept, m)
+			continue
+		}
+		denied++
+		for _, n := range req.MirrorNameFilter {
+			if n == m.MirrorName {
+				named = append(named, n)
+				break
+			}
+		}
+	}
+	lr.Mirrors = kept
+	if denied == 0 || lr.ErrorCode != 0 {
+		return
+	}
+	msg := fmt.Sprintf("not authorized: %s on %d CLUSTER_MIRROR(s)", reqm.Op, denied)
+	if len(named) > 0 {
+		msg += " including " + strings.Join(named, ", ")
+	}
+	lr.ErrorCode, lr.ErrorMessage = int16(reqm.Denied), &msg
 }
 
 // RequirementFor returns the permission RPC key needs.
@@ -204,6 +239,27 @@ func (r *PauseMirrorTopicsResponse) addTopicError(name string, c Code, msg strin
 	r.Topics = append(r.Topics, PauseMirrorTopicsResponseTopic{TopicName: name, ErrorCode: int16(c), ErrorMessage: &msg})
 }
 
+func (r *RecoverMirrorTopicsRequest) mirrorName() string { return r.MirrorName }
+func (r *RecoverMirrorTopicsRequest) topicNames() []string {
+	out := make([]string, len(r.Topics))
+	for i, t := range r.Topics {
+		out[i] = t.TopicName
+	}
+	return out
+}
+func (r *RecoverMirrorTopicsRequest) keepTopics(keep func(string) bool) {
+	var kept []RecoverMirrorTopicsRequestTopic
+	for _, t := range r.Topics {
+		if keep(t.TopicName) {
+			kept = append(kept, t)
+		}
+	}
+	r.Topics = kept
+}
+func (r *RecoverMirrorTopicsResponse) addTopicError(name string, c Code, msg string) {
+	r.Topics = append(r.Topics, RecoverMirrorTopicsResponseTopic{TopicName: name, ErrorCode: int16(c), ErrorMessage: &msg})
+}
+
 func (r *ResumeMirrorTopicsRequest) mirrorName() string { return r.MirrorName }
 func (r *ResumeMirrorTopicsRequest) topicNames() []string {
 	out := make([]string, len(r.Topics))
@@ -251,8 +307,11 @@ func errorResponse(req kmsg.Request, c Code, msg string) kmsg.Response {
 //   - for per-topic RPCs, answers TOPIC_AUTHORIZATION_FAILED for each topic
 //     the principal may not use and passes only the others to next (next is
 //     not called if none is left);
-//   - for ListClusterMirrors drops the mirrors the principal may not
-//     describe; for DescribeClusterMirrors answers a per-mirror
+//   - for ListClusterMirrors leaves out the mirrors the principal may not
+//     describe and, when it left one out, answers
+//     CLUSTER_MIRROR_AUTHORIZATION_FAILED at top level (spec §11.3, JR74.2:
+//     never a silently shorter list) with the describable mirrors still in
+//     Mirrors; for DescribeClusterMirrors answers a per-mirror
 //     CLUSTER_MIRROR_AUTHORIZATION_FAILED for explicitly named mirrors and
 //     drops the others, and fills AuthorizedOperations when requested.
 //
@@ -274,13 +333,7 @@ func Authorize(ctx context.Context, az Authorizer, principal string, req kmsg.Re
 	case *ListClusterMirrorsRequest:
 		resp, err := next(r)
 		if lr, ok := resp.(*ListClusterMirrorsResponse); ok && lr != nil {
-			var kept []ListClusterMirrorsResponseMirror
-			for _, m := range lr.Mirrors {
-				if allowed(reqm.Op, reqm.Resource, m.MirrorName) {
-					kept = append(kept, m)
-				}
-			}
-			lr.Mirrors = kept
+			authorizeList(r, lr, reqm, allowed)
 		}
 		return resp, err
 	case *DescribeClusterMirrorsRequest:

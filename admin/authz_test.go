@@ -117,11 +117,18 @@ func TestAuthorizationOverTheWire(t *testing.T) {
 	require.Equal(t, 1, calls())
 	require.Equal(t, int16(CodeTopicAuthorizationFailed), presp.Topics[0].ErrorCode)
 
-	// List is filtered to describable mirrors.
+	// List leaves out m2 and says so: CLUSTER_MIRROR_AUTHORIZATION_FAILED, with
+	// the describable mirror still listed (JR74.2: never a silently shorter list).
 	lresp, err := c.ListClusterMirrors(ctx, NewPtrListClusterMirrorsRequest())
-	require.NoError(t, err)
+	require.ErrorIs(t, err, CodeClusterMirrorAuthorizationFailed.Err())
+	require.ErrorContains(t, err, "DESCRIBE on 1 CLUSTER_MIRROR(s)")
+	require.NotContains(t, err.Error(), "m2", "a mirror the caller did not name is not revealed")
 	require.Len(t, lresp.Mirrors, 1)
 	require.Equal(t, "m1", lresp.Mirrors[0].MirrorName)
+	lreq := NewPtrListClusterMirrorsRequest()
+	lreq.MirrorNameFilter = []string{"m2"}
+	_, err = c.ListClusterMirrors(ctx, lreq)
+	require.ErrorContains(t, err, "including m2")
 
 	// Describe all: filtered; describe by name: per-mirror error; authorized
 	// operations filled when asked (bit = operation code).

@@ -78,6 +78,11 @@ func (c *Client) StopMirrorTopics(ctx context.Context, req *StopMirrorTopicsRequ
 	return do[*StopMirrorTopicsResponse](ctx, c, req)
 }
 
+// RecoverMirrorTopics sends a RecoverMirrorTopics request.
+func (c *Client) RecoverMirrorTopics(ctx context.Context, req *RecoverMirrorTopicsRequest) (*RecoverMirrorTopicsResponse, error) {
+	return do[*RecoverMirrorTopicsResponse](ctx, c, req)
+}
+
 // PauseMirrorTopics sends a PauseMirrorTopics request.
 func (c *Client) PauseMirrorTopics(ctx context.Context, req *PauseMirrorTopicsRequest) (*PauseMirrorTopicsResponse, error) {
 	return do[*PauseMirrorTopicsResponse](ctx, c, req)

@@ -146,6 +146,8 @@ var minimalGolden = map[string]string{
 	"BumpLeaderEpochsResponse":       trio + "01" + "00",
 	"ReadMirrorOffsetsRequest":       "01" + "01" + "00",
 	"ReadMirrorOffsetsResponse":      trio + "01" + "00",
+	"RecoverMirrorTopicsRequest":     "01" + "01" + "0000ea60" + "00",
+	"RecoverMirrorTopicsResponse":    trio + "01" + "00",
 }
 
 // trio is ThrottleTimeMs 0, ErrorCode 0, ErrorMessage null.

@@ -37,6 +37,7 @@ type Handler interface {
 	StopMirrorTopics(ctx context.Context, rc *RequestContext, req *StopMirrorTopicsRequest) (*StopMirrorTopicsResponse, error)
 	PauseMirrorTopics(ctx context.Context, rc *RequestContext, req *PauseMirrorTopicsRequest) (*PauseMirrorTopicsResponse, error)
 	ResumeMirrorTopics(ctx context.Context, rc *RequestContext, req *ResumeMirrorTopicsRequest) (*ResumeMirrorTopicsResponse, error)
+	RecoverMirrorTopics(ctx context.Context, rc *RequestContext, req *RecoverMirrorTopicsRequest) (*RecoverMirrorTopicsResponse, error)
 	ReadMirrorStates(ctx context.Context, rc *RequestContext, req *ReadMirrorStatesRequest) (*ReadMirrorStatesResponse, error)
 	WriteMirrorStates(ctx context.Context, rc *RequestContext, req *WriteMirrorStatesRequest) (*WriteMirrorStatesResponse, error)
 	ReadMirrorOffsets(ctx context.Context, rc *RequestContext, req *ReadMirrorOffsetsRequest) (*ReadMirrorOffsetsResponse, error)
@@ -77,6 +78,11 @@ func (UnimplementedHandler) StartMirrorTopics(context.Context, *RequestContext, 
 
 // StopMirrorTopics implements Handler.
 func (UnimplementedHandler) StopMirrorTopics(context.Context, *RequestContext, *StopMirrorTopicsRequest) (*StopMirrorTopicsResponse, error) {
+	return nil, errNotImplemented
+}
+
+// RecoverMirrorTopics implements Handler.
+func (UnimplementedHandler) RecoverMirrorTopics(context.Context, *RequestContext, *RecoverMirrorTopicsRequest) (*RecoverMirrorTopicsResponse, error) {
 	return nil, errNotImplemented
 }
 
@@ -143,6 +149,8 @@ func Dispatch(ctx context.Context, h Handler, rc *RequestContext, req kmsg.Reque
 		return typed(h.PauseMirrorTopics(ctx, rc, r))
 	case *ResumeMirrorTopicsRequest:
 		return typed(h.ResumeMirrorTopics(ctx, rc, r))
+	case *RecoverMirrorTopicsRequest:
+		return typed(h.RecoverMirrorTopics(ctx, rc, r))
 	case *ReadMirrorStatesRequest:
 		return typed(h.ReadMirrorStates(ctx, rc, r))
 	case *WriteMirrorStatesRequest:

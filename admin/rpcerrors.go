@@ -34,6 +34,9 @@ var rpcErrors = map[int16][]Code{
 	KeyStopMirrorTopics:   lifecycleErrors,
 	KeyPauseMirrorTopics:  lifecycleErrors,
 	KeyResumeMirrorTopics: lifecycleErrors,
+	// RecoverMirrorTopics (a later revision, spec §14.10) is answered like the other
+	// topic lifecycle RPCs.
+	KeyRecoverMirrorTopics: lifecycleErrors,
 	KeyReadMirrorStates: append([]Code{CodeUnknownClusterMirror, CodeFencedLeaderEpoch, CodeUnknownTopicOrPartition,
 		CodeClusterAuthorizationFailed}, coordinatorErrors...),
 	KeyWriteMirrorStates: append([]Code{CodeUnknownClusterMirror, CodeFencedLeaderEpoch, CodeFencedStateEpoch,

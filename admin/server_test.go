@@ -57,6 +57,9 @@ func (h *funcHandler) PauseMirrorTopics(ctx context.Context, rc *RequestContext,
 func (h *funcHandler) ResumeMirrorTopics(ctx context.Context, rc *RequestContext, req *ResumeMirrorTopicsRequest) (*ResumeMirrorTopicsResponse, error) {
 	return hcall[ResumeMirrorTopicsResponse](h, ctx, rc, req)
 }
+func (h *funcHandler) RecoverMirrorTopics(ctx context.Context, rc *RequestContext, req *RecoverMirrorTopicsRequest) (*RecoverMirrorTopicsResponse, error) {
+	return hcall[RecoverMirrorTopicsResponse](h, ctx, rc, req)
+}
 func (h *funcHandler) ReadMirrorStates(ctx context.Context, rc *RequestContext, req *ReadMirrorStatesRequest) (*ReadMirrorStatesResponse, error) {
 	return hcall[ReadMirrorStatesResponse](h, ctx, rc, req)
 }
@@ -115,6 +118,9 @@ var clientCalls = map[int16]func(context.Context, *Client, kmsg.Request) (kmsg.R
 	},
 	KeyStopMirrorTopics: func(ctx context.Context, c *Client, r kmsg.Request) (kmsg.Response, error) {
 		return typed(c.StopMirrorTopics(ctx, r.(*StopMirrorTopicsRequest)))
+	},
+	KeyRecoverMirrorTopics: func(ctx context.Context, c *Client, r kmsg.Request) (kmsg.Response, error) {
+		return typed(c.RecoverMirrorTopics(ctx, r.(*RecoverMirrorTopicsRequest)))
 	},
 	KeyPauseMirrorTopics: func(ctx context.Context, c *Client, r kmsg.Request) (kmsg.Response, error) {
 		return typed(c.PauseMirrorTopics(ctx, r.(*PauseMirrorTopicsRequest)))
@@ -315,7 +321,7 @@ func TestAPIVersions(t *testing.T) {
 			require.Equal(t, a.MinVersion, k.MinVersion)
 			require.Equal(t, a.MaxVersion, k.MaxVersion)
 		}
-		want := []int16{apiVersionsKey, 10094, 10095, 10096, 10098, 10099, 10100, 10101, 10102, 10103, 10104, 10105, 10106}
+		want := []int16{apiVersionsKey, 10094, 10095, 10096, 10098, 10099, 10100, 10101, 10102, 10103, 10104, 10105, 10106, 10107}
 		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 		sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
 		require.Equal(t, want, got)

@@ -37,6 +37,8 @@ const (
 	KeyBumpLeaderEpochs int16 = 10105
 	// KeyReadMirrorOffsets is the API key of ReadMirrorOffsetsRequest.
 	KeyReadMirrorOffsets int16 = 10106
+	// KeyRecoverMirrorTopics is the API key of RecoverMirrorTopicsRequest.
+	KeyRecoverMirrorTopics int16 = 10107
 )
 
 // apiTable is the one table of the RPCs this package implements, sorted by key.
@@ -77,6 +79,9 @@ var apiTable = []APIInfo{
 	{Key: KeyReadMirrorOffsets, Name: "ReadMirrorOffsets", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
 		newRequest:  func() kmsg.Request { r := NewReadMirrorOffsetsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewReadMirrorOffsetsResponse(); return &r }},
+	{Key: KeyRecoverMirrorTopics, Name: "RecoverMirrorTopics", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
+		newRequest:  func() kmsg.Request { r := NewRecoverMirrorTopicsRequest(); return &r },
+		newResponse: func() kmsg.Response { r := NewRecoverMirrorTopicsResponse(); return &r }},
 }
 
 // CreateClusterMirrorRequest: Creates a cluster mirror (a CLUSTER_MIRROR resource) with its configs.
@@ -5709,4 +5714,406 @@ func (v *ReadMirrorOffsetsResponse) ReadFrom(src []byte) error {
 	d := newDecoder(src)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorOffsetsResponse")
+}
+
+// RecoverMirrorTopicsRequest: Restarts the FAILED partitions of mirror topics, resetting their retry attempts.
+//
+// API key 10107, versions 0-0, flexible in every version.
+type RecoverMirrorTopicsRequest struct {
+	// Version is the version of the message, used to encode and decode it.
+	Version int16
+
+	// MirrorName: The name of the cluster mirror.
+	MirrorName string
+
+	// Topics: The topics to recover.
+	Topics []RecoverMirrorTopicsRequestTopic
+
+	// TimeoutMs: How long to wait in milliseconds for the operation to complete.
+	// (default 60000)
+	TimeoutMs int32
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of RecoverMirrorTopicsRequest that has a non-zero default to it.
+func (v *RecoverMirrorTopicsRequest) Default() {
+	v.TimeoutMs = 60000
+}
+
+// NewRecoverMirrorTopicsRequest returns a RecoverMirrorTopicsRequest with defaults set.
+func NewRecoverMirrorTopicsRequest() RecoverMirrorTopicsRequest {
+	var v RecoverMirrorTopicsRequest
+	v.Default()
+	return v
+}
+
+// NewPtrRecoverMirrorTopicsRequest returns a pointer to a RecoverMirrorTopicsRequest with defaults set.
+func NewPtrRecoverMirrorTopicsRequest() *RecoverMirrorTopicsRequest {
+	v := NewRecoverMirrorTopicsRequest()
+	return &v
+}
+
+func (v *RecoverMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	dst = kbin.AppendCompactString(dst, v.MirrorName)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
+	for i157 := range v.Topics {
+		dst = v.Topics[i157].appendTo(dst, version)
+	}
+	dst = kbin.AppendInt32(dst, v.TimeoutMs)
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *RecoverMirrorTopicsRequest) readFrom(d *decoder, version int16) {
+	_ = version
+	v.MirrorName = d.compactString()
+	if n158 := d.arrayLen(false, 2); n158 >= 0 {
+		a159 := make([]RecoverMirrorTopicsRequestTopic, n158)
+		for i160 := range a159 {
+			if !d.Ok() {
+				break
+			}
+			a159[i160].Default()
+			a159[i160].readFrom(d, version)
+		}
+		if n158 > 0 {
+			v.Topics = a159
+		}
+	}
+	v.TimeoutMs = d.Int32()
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// RecoverMirrorTopicsRequestTopic is an element of RecoverMirrorTopicsRequest.Topics.
+type RecoverMirrorTopicsRequestTopic struct {
+	// TopicName: The topic name.
+	TopicName string
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of RecoverMirrorTopicsRequestTopic that has a non-zero default to it.
+func (v *RecoverMirrorTopicsRequestTopic) Default() {
+}
+
+// NewRecoverMirrorTopicsRequestTopic returns a RecoverMirrorTopicsRequestTopic with defaults set.
+func NewRecoverMirrorTopicsRequestTopic() RecoverMirrorTopicsRequestTopic {
+	var v RecoverMirrorTopicsRequestTopic
+	v.Default()
+	return v
+}
+
+// NewPtrRecoverMirrorTopicsRequestTopic returns a pointer to a RecoverMirrorTopicsRequestTopic with defaults set.
+func NewPtrRecoverMirrorTopicsRequestTopic() *RecoverMirrorTopicsRequestTopic {
+	v := NewRecoverMirrorTopicsRequestTopic()
+	return &v
+}
+
+func (v *RecoverMirrorTopicsRequestTopic) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	dst = kbin.AppendCompactString(dst, v.TopicName)
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *RecoverMirrorTopicsRequestTopic) readFrom(d *decoder, version int16) {
+	_ = version
+	v.TopicName = d.compactString()
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// Key returns the API key of RecoverMirrorTopicsRequest.
+func (*RecoverMirrorTopicsRequest) Key() int16 { return KeyRecoverMirrorTopics }
+
+// MaxVersion returns the highest version of RecoverMirrorTopicsRequest.
+func (*RecoverMirrorTopicsRequest) MaxVersion() int16 { return 0 }
+
+// MinVersion returns the lowest version of RecoverMirrorTopicsRequest.
+func (*RecoverMirrorTopicsRequest) MinVersion() int16 { return 0 }
+
+// SetVersion sets the version used to encode and decode the message.
+func (v *RecoverMirrorTopicsRequest) SetVersion(version int16) { v.Version = version }
+
+// GetVersion returns the version used to encode and decode the message.
+func (v *RecoverMirrorTopicsRequest) GetVersion() int16 { return v.Version }
+
+// IsFlexible reports whether the message version uses the flexible (KIP-482) encoding.
+func (v *RecoverMirrorTopicsRequest) IsFlexible() bool { return v.Version >= 0 }
+
+// ResponseKind returns an empty RecoverMirrorTopicsResponse with defaults, at the request's version.
+func (v *RecoverMirrorTopicsRequest) ResponseKind() kmsg.Response {
+	r := NewRecoverMirrorTopicsResponse()
+	r.Version = v.Version
+	return &r
+}
+
+// RequestWith issues the request with r and returns the typed response.
+func (v *RecoverMirrorTopicsRequest) RequestWith(ctx context.Context, r kmsg.Requestor) (*RecoverMirrorTopicsResponse, error) {
+	kresp, err := r.Request(ctx, v)
+	resp, _ := kresp.(*RecoverMirrorTopicsResponse)
+	return resp, err
+}
+
+// Timeout returns the request's TimeoutMs.
+func (v *RecoverMirrorTopicsRequest) Timeout() int32 { return v.TimeoutMs }
+
+// SetTimeout sets the request's TimeoutMs.
+func (v *RecoverMirrorTopicsRequest) SetTimeout(timeoutMillis int32) { v.TimeoutMs = timeoutMillis }
+
+// AppendTo appends the message body, encoded at v.Version, to dst.
+func (v *RecoverMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appendTo(dst, v.Version) }
+
+// ReadFrom decodes the whole of src, at v.Version, into v, replacing its
+// contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
+// never panics) on bad input, and ErrUnsupportedVersion for a version
+// outside 0-0.
+func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
+	version := v.Version
+	if version < 0 || version > 0 {
+		return unsupportedVersion("RecoverMirrorTopicsRequest", version)
+	}
+	*v = RecoverMirrorTopicsRequest{Version: version}
+	v.Default()
+	d := newDecoder(src)
+	v.readFrom(d, version)
+	return d.finish("RecoverMirrorTopicsRequest")
+}
+
+// RecoverMirrorTopicsResponse: The result of a RecoverMirrorTopics request.
+//
+// API key 10107, versions 0-0, flexible in every version.
+type RecoverMirrorTopicsResponse struct {
+	// Version is the version of the message, used to encode and decode it.
+	Version int16
+
+	// ThrottleTimeMs: The duration in milliseconds for which the request was throttled due to a quota violation, or zero.
+	ThrottleTimeMs int32
+
+	// ErrorCode: The top-level error code, or 0 if there was no error.
+	ErrorCode int16
+
+	// ErrorMessage: The top-level error message, or null if there was no error.
+	// (nullable in versions 0+; default null)
+	ErrorMessage *string
+
+	// Topics: Per-topic results.
+	Topics []RecoverMirrorTopicsResponseTopic
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of RecoverMirrorTopicsResponse that has a non-zero default to it.
+func (v *RecoverMirrorTopicsResponse) Default() {
+}
+
+// NewRecoverMirrorTopicsResponse returns a RecoverMirrorTopicsResponse with defaults set.
+func NewRecoverMirrorTopicsResponse() RecoverMirrorTopicsResponse {
+	var v RecoverMirrorTopicsResponse
+	v.Default()
+	return v
+}
+
+// NewPtrRecoverMirrorTopicsResponse returns a pointer to a RecoverMirrorTopicsResponse with defaults set.
+func NewPtrRecoverMirrorTopicsResponse() *RecoverMirrorTopicsResponse {
+	v := NewRecoverMirrorTopicsResponse()
+	return &v
+}
+
+func (v *RecoverMirrorTopicsResponse) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	dst = kbin.AppendInt32(dst, v.ThrottleTimeMs)
+	dst = kbin.AppendInt16(dst, v.ErrorCode)
+	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
+	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
+	for i161 := range v.Topics {
+		dst = v.Topics[i161].appendTo(dst, version)
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *RecoverMirrorTopicsResponse) readFrom(d *decoder, version int16) {
+	_ = version
+	v.ThrottleTimeMs = d.Int32()
+	v.ErrorCode = d.Int16()
+	v.ErrorMessage = d.CompactNullableString()
+	if n162 := d.arrayLen(false, 5); n162 >= 0 {
+		a163 := make([]RecoverMirrorTopicsResponseTopic, n162)
+		for i164 := range a163 {
+			if !d.Ok() {
+				break
+			}
+			a163[i164].Default()
+			a163[i164].readFrom(d, version)
+		}
+		if n162 > 0 {
+			v.Topics = a163
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// RecoverMirrorTopicsResponseTopic is an element of RecoverMirrorTopicsResponse.Topics.
+type RecoverMirrorTopicsResponseTopic struct {
+	// TopicName: The topic name.
+	TopicName string
+
+	// ErrorCode: The topic error code, or 0.
+	ErrorCode int16
+
+	// ErrorMessage: The topic error message, or null.
+	// (nullable in versions 0+; default null)
+	ErrorMessage *string
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of RecoverMirrorTopicsResponseTopic that has a non-zero default to it.
+func (v *RecoverMirrorTopicsResponseTopic) Default() {
+}
+
+// NewRecoverMirrorTopicsResponseTopic returns a RecoverMirrorTopicsResponseTopic with defaults set.
+func NewRecoverMirrorTopicsResponseTopic() RecoverMirrorTopicsResponseTopic {
+	var v RecoverMirrorTopicsResponseTopic
+	v.Default()
+	return v
+}
+
+// NewPtrRecoverMirrorTopicsResponseTopic returns a pointer to a RecoverMirrorTopicsResponseTopic with defaults set.
+func NewPtrRecoverMirrorTopicsResponseTopic() *RecoverMirrorTopicsResponseTopic {
+	v := NewRecoverMirrorTopicsResponseTopic()
+	return &v
+}
+
+func (v *RecoverMirrorTopicsResponseTopic) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	dst = kbin.AppendCompactString(dst, v.TopicName)
+	dst = kbin.AppendInt16(dst, v.ErrorCode)
+	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *RecoverMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
+	_ = version
+	v.TopicName = d.compactString()
+	v.ErrorCode = d.Int16()
+	v.ErrorMessage = d.CompactNullableString()
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// Key returns the API key of RecoverMirrorTopicsResponse.
+func (*RecoverMirrorTopicsResponse) Key() int16 { return KeyRecoverMirrorTopics }
+
+// MaxVersion returns the highest version of RecoverMirrorTopicsResponse.
+func (*RecoverMirrorTopicsResponse) MaxVersion() int16 { return 0 }
+
+// MinVersion returns the lowest version of RecoverMirrorTopicsResponse.
+func (*RecoverMirrorTopicsResponse) MinVersion() int16 { return 0 }
+
+// SetVersion sets the version used to encode and decode the message.
+func (v *RecoverMirrorTopicsResponse) SetVersion(version int16) { v.Version = version }
+
+// GetVersion returns the version used to encode and decode the message.
+func (v *RecoverMirrorTopicsResponse) GetVersion() int16 { return v.Version }
+
+// IsFlexible reports whether the message version uses the flexible (KIP-482) encoding.
+func (v *RecoverMirrorTopicsResponse) IsFlexible() bool { return v.Version >= 0 }
+
+// RequestKind returns an empty RecoverMirrorTopicsRequest with defaults, at the response's version.
+func (v *RecoverMirrorTopicsResponse) RequestKind() kmsg.Request {
+	r := NewRecoverMirrorTopicsRequest()
+	r.Version = v.Version
+	return &r
+}
+
+// Throttle returns ThrottleTimeMs; the throttle applies after the response.
+func (v *RecoverMirrorTopicsResponse) Throttle() (int32, bool) { return v.ThrottleTimeMs, true }
+
+// SetThrottle sets ThrottleTimeMs.
+func (v *RecoverMirrorTopicsResponse) SetThrottle(throttleMillis int32) {
+	v.ThrottleTimeMs = throttleMillis
+}
+
+// SetError sets the top-level ErrorCode and ErrorMessage.
+func (v *RecoverMirrorTopicsResponse) SetError(code int16, message *string) {
+	v.ErrorCode, v.ErrorMessage = code, message
+}
+
+// TopLevelError returns the top-level ErrorCode and ErrorMessage.
+func (v *RecoverMirrorTopicsResponse) TopLevelError() (int16, *string) {
+	return v.ErrorCode, v.ErrorMessage
+}
+
+// AppendTo appends the message body, encoded at v.Version, to dst.
+func (v *RecoverMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appendTo(dst, v.Version) }
+
+// ReadFrom decodes the whole of src, at v.Version, into v, replacing its
+// contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
+// never panics) on bad input, and ErrUnsupportedVersion for a version
+// outside 0-0.
+func (v *RecoverMirrorTopicsResponse) ReadFrom(src []byte) error {
+	version := v.Version
+	if version < 0 || version > 0 {
+		return unsupportedVersion("RecoverMirrorTopicsResponse", version)
+	}
+	*v = RecoverMirrorTopicsResponse{Version: version}
+	v.Default()
+	d := newDecoder(src)
+	v.readFrom(d, version)
+	return d.finish("RecoverMirrorTopicsResponse")
 }

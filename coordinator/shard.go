@@ -48,6 +48,13 @@ type ReadPartitionResult struct {
 	LastMirrorOffset int64
 	// ErrorMessage is the stored failure reason (state FAILED), or nil.
 	ErrorMessage *string
+	// RetryAttempt counts the automatic retries of a FAILED partition since
+	// it last mirrored; -1 (records.NonRetryable) marks a failure that is not
+	// retried automatically.
+	RetryAttempt int16
+	// PreviousState is the state the partition had before it went FAILED
+	// (Unknown when none).
+	PreviousState statemachine.State
 	// ErrorCode is admin.CodeNone from the shard; the runtime sets the
 	// coordinator codes (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...).
 	ErrorCode admin.Code
@@ -77,6 +84,11 @@ type WritePartition struct {
 	LastMirrorOffset int64
 	// ErrorMessage is the failure reason stored with the state (FAILED).
 	ErrorMessage *string
+	// RetryAttempt is stored with the state: the automatic retries so far, -1
+	// (records.NonRetryable) for a failure that is not retried. The shard
+	// derives PreviousState itself: the stored state when the write enters
+	// FAILED from another state, kept while FAILED, Unknown otherwise.
+	RetryAttempt int16
 }
 
 // WriteRequest is the shard's form of WriteMirrorStates for one mirror.
@@ -130,6 +142,8 @@ type entry struct {
 	leaderEpoch  int32 // highest leader epoch seen
 	stateEpoch   int32
 	errorMessage *string
+	retryAttempt int16
+	prevState    statemachine.State
 
 	hasLME           bool
 	lastMirrorEpoch  int32
@@ -137,7 +151,7 @@ type entry struct {
 }
 
 func newEntry() entry {
-	return entry{state: statemachine.Unknown, leaderEpoch: epoch.UndefinedEpoch,
+	return entry{state: statemachine.Unknown, prevState: statemachine.Unknown, leaderEpoch: epoch.UndefinedEpoch,
 		lastMirrorEpoch: epoch.UndefinedEpoch, lastMirrorOffset: -1}
 }
 
@@ -180,7 +194,7 @@ func stateRecord(k entryKey, e entry) records.StateRecord {
 	return records.StateRecord{
 		PartitionStateKey: &records.MirrorPartitionStateKey{MirrorName: k.mirror, TopicID: k.topicID, Partition: k.partition},
 		PartitionState: &records.MirrorPartitionStateValue{State: int8(e.state), LeaderEpoch: e.leaderEpoch,
-			StateEpoch: e.stateEpoch, ErrorMessage: e.errorMessage},
+			StateEpoch: e.stateEpoch, ErrorMessage: e.errorMessage, RetryAttempt: e.retryAttempt, PreviousState: int8(e.prevState)},
 	}
 }
 
@@ -218,7 +232,7 @@ func (s *Shard) ReadMirrorStates(req ReadRequest) Result[ReadResponse] {
 		res.Response.Partitions = append(res.Response.Partitions, ReadPartitionResult{
 			TopicID: p.TopicID, Partition: p.Partition, State: e.state, LeaderEpoch: e.leaderEpoch,
 			StateEpoch: e.stateEpoch, LastMirrorEpoch: e.lastMirrorEpoch, LastMirrorOffset: e.lastMirrorOffset,
-			ErrorMessage: e.errorMessage,
+			ErrorMessage: e.errorMessage, RetryAttempt: e.retryAttempt, PreviousState: e.prevState,
 		})
 	}
 	return res
@@ -288,11 +302,13 @@ func (s *Shard) WriteMirrorStates(req WriteRequest) Result[WriteResponse] {
 		le, _ := epoch.Fence(e.leaderEpoch, p.LeaderEpoch)
 		switch {
 		case p.State != statemachine.Unknown:
+			e.prevState = previousState(e, p.State)
 			e.hasState = true
 			e.state = p.State
 			e.leaderEpoch = le
 			e.stateEpoch++
 			e.errorMessage = p.ErrorMessage
+			e.retryAttempt = p.RetryAttempt
 			res.Records = append(res.Records, stateRecord(k, e))
 		case le != e.leaderEpoch:
 			e.hasState = true
@@ -313,6 +329,18 @@ func (s *Shard) WriteMirrorStates(req WriteRequest) Result[WriteResponse] {
 		res.Response.Partitions = append(res.Response.Partitions, r)
 	}
 	return res
+}
+
+// previousState is the PreviousState stored when e moves to state to: the state before
+// FAILED, kept across FAILED re-assertions; Unknown for every other state.
+func previousState(e entry, to statemachine.State) statemachine.State {
+	switch {
+	case to != statemachine.Failed:
+		return statemachine.Unknown
+	case e.state == statemachine.Failed:
+		return e.prevState
+	}
+	return e.state
 }
 
 func refusalMessage(code admin.Code, e entry, p *WritePartition) string {
@@ -371,6 +399,8 @@ func (s *Shard) Replay(r records.StateRecord) error {
 			e.leaderEpoch = v.LeaderEpoch
 			e.stateEpoch = v.StateEpoch
 			e.errorMessage = v.ErrorMessage
+			e.retryAttempt = v.RetryAttempt
+			e.prevState = statemachine.State(v.PreviousState)
 			return nil
 		}
 		if e != nil {
@@ -462,6 +492,9 @@ func (s *Shard) Dump() string {
 			fmt.Fprintf(&buf, " state=%s le=%d se=%d", e.state, e.leaderEpoch, e.stateEpoch)
 			if e.errorMessage != nil {
 				fmt.Fprintf(&buf, " err=%q", *e.errorMessage)
+			}
+			if e.retryAttempt != 0 || e.prevState != statemachine.Unknown {
+				fmt.Fprintf(&buf, " retry=%d prev=%s", e.retryAttempt, e.prevState)
 			}
 		}
 		if e.hasLME {

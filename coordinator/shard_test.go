@@ -132,7 +132,7 @@ func TestReadRaisesOnlyUpward(t *testing.T) {
 	r = read1(s, -1)
 	require.Empty(t, r.Records)
 	require.Equal(t, ReadPartitionResult{TopicID: topicFoo, State: statemachine.Unknown, LeaderEpoch: -1,
-		StateEpoch: 0, LastMirrorEpoch: -1, LastMirrorOffset: -1}, r.Response.Partitions[0])
+		StateEpoch: 0, LastMirrorEpoch: -1, LastMirrorOffset: -1, PreviousState: statemachine.Unknown}, r.Response.Partitions[0])
 	r = read1(s, 3)
 	require.Len(t, r.Records, 1)
 	apply(t, s, r.Records)
@@ -220,4 +220,45 @@ func TestReplayInvalid(t *testing.T) {
 		PartitionStateKey:   &records.MirrorPartitionStateKey{},
 		LastMirrorEpochsKey: &records.LastMirrorEpochsKey{}}), ErrInvalidRecord)
 	require.Equal(t, 0, s.Len())
+}
+
+// TestRetryAttemptAndPreviousState: RetryAttempt is stored with each state write;
+// PreviousState is the state before FAILED, kept across FAILED re-writes, and both
+// survive a replay into a fresh shard.
+func TestRetryAttemptAndPreviousState(t *testing.T) {
+	s := mirroringAt(t, 5, 3)
+	msg := "source unreachable"
+	fail := func(attempt int16, se int32) Result[WriteResponse] {
+		return s.WriteMirrorStates(WriteRequest{MirrorName: "m", Partitions: []WritePartition{{
+			TopicID: topicFoo, Partition: 0, State: statemachine.Failed, LeaderEpoch: 5, StateEpoch: se,
+			LastMirrorEpoch: -1, LastMirrorOffset: -1, ErrorMessage: &msg, RetryAttempt: attempt}}})
+	}
+	w := fail(2, 3)
+	require.Equal(t, admin.CodeNone, w.Response.Partitions[0].ErrorCode)
+	apply(t, s, w.Records)
+	got := read1(s, -1).Response.Partitions[0]
+	require.Equal(t, int16(2), got.RetryAttempt)
+	require.Equal(t, statemachine.Mirroring, got.PreviousState)
+	w = fail(records.NonRetryable, 4) // FAILED again: PreviousState kept
+	apply(t, s, w.Records)
+	got = read1(s, -1).Response.Partitions[0]
+	require.Equal(t, records.NonRetryable, got.RetryAttempt)
+	require.Equal(t, statemachine.Mirroring, got.PreviousState)
+
+	fresh := NewShard()
+	apply(t, fresh, w.Records)
+	require.Equal(t, s.Dump(), fresh.Dump())
+	require.Contains(t, fresh.Dump(), "retry=-1 prev=MIRRORING")
+	key, value := records.EncodeStateRecord(w.Records[0])
+	dec, err := records.DecodeStateRecord(key, value)
+	require.NoError(t, err)
+	require.Equal(t, records.NonRetryable, dec.PartitionState.RetryAttempt)
+	require.Equal(t, int8(statemachine.Mirroring), dec.PartitionState.PreviousState)
+
+	w = write1(s, statemachine.Stopping, 5, 5) // leaving FAILED clears PreviousState
+	require.Equal(t, admin.CodeNone, w.Response.Partitions[0].ErrorCode)
+	apply(t, s, w.Records)
+	got = read1(s, -1).Response.Partitions[0]
+	require.Equal(t, int16(0), got.RetryAttempt)
+	require.Equal(t, statemachine.Unknown, got.PreviousState)
 }

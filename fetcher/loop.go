@@ -116,10 +116,17 @@ type Config struct {
 	// NewBackOff makes the per-partition retry policy; default exponential
 	// from 50 ms to 2 s with no time limit.
 	NewBackOff func() backoff.BackOff
+	// UnreachableTimeout stops a partition with a *SourceUnreachableError when
+	// it had no successful fetch for longer than this (the source down, or
+	// answering only errors); 0 retries for ever.
+	UnreachableTimeout time.Duration
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
+	if c.UnreachableTimeout < 0 {
+		return fmt.Errorf("fetcher: negative UnreachableTimeout %v", c.UnreachableTimeout)
+	}
 	if c.PartitionMaxBytes < 0 || c.IdleWait < 0 || c.Appenders < 0 {
 		return fmt.Errorf("fetcher: negative PartitionMaxBytes %d, IdleWait %v or Appenders %d", c.PartitionMaxBytes, c.IdleWait, c.Appenders)
 	}
@@ -222,6 +229,10 @@ type partState struct {
 	hw          int64
 	bo          backoff.BackOff
 	retryAt     time.Time
+	// failingSince is when the current run of failed attempts started (zero
+	// after a success); lastErr the last failure of that run.
+	failingSince time.Time
+	lastErr      error
 }
 
 // NewFetcher starts a Fetcher reading from src. Close stops it.
@@ -566,7 +577,9 @@ func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[T
 		for _, ps := range fl.parts {
 			ps.needInfo = true
 			f.partitionError(ps, fl.err)
+			ps.lastErr = fl.err
 			f.retryLater(ps)
+			f.settle(ps, parts)
 		}
 		return
 	}
@@ -575,6 +588,7 @@ func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[T
 		f.cfg.Logger.Error("source answered the wrong number of partitions", "want", len(fl.reqs), "got", len(fl.res))
 		for _, ps := range fl.parts {
 			f.retryLater(ps)
+			f.settle(ps, parts)
 		}
 		return
 	}
@@ -750,7 +764,13 @@ func (f *Fetcher) fail(ps *partState, err error) {
 	ps.log = nil
 }
 
+// retryLater schedules the next attempt of ps after its backoff, or fails ps with a
+// *SourceUnreachableError when its attempts kept failing for longer than
+// Config.UnreachableTimeout.
 func (f *Fetcher) retryLater(ps *partState) {
+	if f.noteFailure(ps, nil) {
+		return
+	}
 	d := ps.bo.NextBackOff()
 	if d == backoff.Stop {
 		d = 2 * time.Second
@@ -759,6 +779,7 @@ func (f *Fetcher) retryLater(ps *partState) {
 }
 
 func (f *Fetcher) succeeded(ps *partState) {
+	ps.failingSince, ps.lastErr = time.Time{}, nil
 	ps.bo.Reset()
 	ps.retryAt = time.Time{}
 }
@@ -773,6 +794,7 @@ func (f *Fetcher) prepare(ctx context.Context, ps *partState) bool {
 				f.cfg.Logger.Warn("source metadata unavailable", "partition", ps.tp.String(), "err", err)
 				f.partitionError(ps, err)
 			}
+			ps.lastErr = err
 			f.retryLater(ps)
 			return false
 		}
@@ -1147,6 +1169,7 @@ func (f *Fetcher) appended(ps *partState, req FetchPartition, r FetchResult, out
 		Records: out.records, MaxTimestamp: out.maxTs,
 	})
 	if ps.needInfo {
+		ps.failingSince, ps.lastErr = time.Time{}, nil // data came back: the source answers
 		f.retryLater(ps)
 		return
 	}

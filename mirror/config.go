@@ -12,29 +12,43 @@ import (
 	"github.com/kmirror/kmirror/statemachine"
 )
 
-// Mirror-level configuration keys (the CLUSTER_MIRROR resource, spec §13.2).
+// Mirror-level configuration keys (the CLUSTER_MIRROR resource, spec §13.2). The
+// constants are the canonical spelling, the prototype's latest one. Each per-mirror key of
+// the prototype is also accepted with a "mirror." prefix (mirror.topics.include is
+// topics.include, mirror.fetch.wait.max.ms is fetch.wait.max.ms); see CanonicalConfigKey.
 const (
-	KeyBootstrapServers      = "bootstrap.servers"
-	KeyTopicsInclude         = "mirror.topics.include"
-	KeyTopicsExclude         = "mirror.topics.exclude"
-	KeyGroupsInclude         = "mirror.groups.include"
-	KeyGroupsExclude         = "mirror.groups.exclude"
-	KeyTopicPropertiesExcl   = "mirror.topic.properties.exclude"
-	KeySecurityProtocol      = "security.protocol"
-	KeySASLMechanism         = "sasl.mechanism"
-	KeySASLUsername          = "sasl.username"
-	KeySASLPassword          = "sasl.password"
-	KeySSLCAFile             = "ssl.truststore.location"
-	KeySSLCertFile           = "ssl.keystore.location"
-	KeySSLKeyFile            = "ssl.key.location"
-	KeySSLEndpointIdent      = "ssl.endpoint.identification.algorithm"
-	KeyRequestTimeoutMs      = "request.timeout.ms"
-	KeyFetchWaitMaxMs        = "fetch.wait.max.ms"
-	KeyFetchBackoffMs        = "fetch.backoff.ms"
-	KeyFetchMinBytes         = "fetch.min.bytes"
-	KeyFetchResponseMaxBytes = "fetch.response.max.bytes"
-	KeyFetchMaxBytes         = "fetch.max.bytes"
-	KeyUncleanLeaderElection = "mirror.support.unclean.leader.election"
+	KeyBootstrapServers    = "bootstrap.servers"
+	KeyTopicsInclude       = "topics.include"
+	KeyTopicsExclude       = "topics.exclude"
+	KeyGroupsInclude       = "groups.include"
+	KeyGroupsExclude       = "groups.exclude"
+	KeyTopicPropertiesExcl = "topic.properties.exclude"
+	// KeyACLsInclude holds the ACL rules to sync from the source,
+	// resourceType;resourceName;operation;permissionType;principal each (see
+	// ParseACLRule): the metadata sync copies the matching source ACLs to a
+	// destination that implements ACLStore (acl.go).
+	KeyACLsInclude = "acls.include"
+	// KeySocketTimeoutMs is how long the source may stay unreachable before the
+	// mirror's partitions go FAILED (retryable) with the cause.
+	KeySocketTimeoutMs = "socket.timeout.ms"
+	// KeySocketReceiveBufferBytes sets the receive buffer of every connection to the
+	// source used by the data path; -1 keeps the operating system's default.
+	KeySocketReceiveBufferBytes = "socket.receive.buffer.bytes"
+	KeySecurityProtocol         = "security.protocol"
+	KeySASLMechanism            = "sasl.mechanism"
+	KeySASLUsername             = "sasl.username"
+	KeySASLPassword             = "sasl.password"
+	KeySSLCAFile                = "ssl.truststore.location"
+	KeySSLCertFile              = "ssl.keystore.location"
+	KeySSLKeyFile               = "ssl.key.location"
+	KeySSLEndpointIdent         = "ssl.endpoint.identification.algorithm"
+	KeyRequestTimeoutMs         = "request.timeout.ms"
+	KeyFetchWaitMaxMs           = "fetch.wait.max.ms"
+	KeyFetchBackoffMs           = "fetch.backoff.ms"
+	KeyFetchMinBytes            = "fetch.min.bytes"
+	KeyFetchResponseMaxBytes    = "fetch.response.max.bytes"
+	KeyFetchMaxBytes            = "fetch.max.bytes"
+	KeyUncleanLeaderElection    = "mirror.support.unclean.leader.election"
 	// KeyStopOpenTransactions says how STOPPING closes the transactions left
 	// open in the destination: "abort" (the default, spec §8.1) appends an
 	// ABORT marker for each and keeps every mirrored record; "truncate" cuts
@@ -59,52 +73,63 @@ type configKey struct {
 }
 
 var knownKeys = map[string]configKey{
-	KeyBootstrapServers:      {"", validateBootstrap},
-	KeyTopicsInclude:         {"", validateRegexList},
-	KeyTopicsExclude:         {"__.*", validateRegexList},
-	KeyGroupsInclude:         {".*", validateRegexList},
-	KeyGroupsExclude:         {"", validateRegexList},
-	KeyTopicPropertiesExcl:   {strings.Join(defaultTopicPropertiesExclude, ","), nil},
-	KeySecurityProtocol:      {"PLAINTEXT", validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
-	KeySASLMechanism:         {"PLAIN", validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")},
-	KeySASLUsername:          {"", nil},
-	KeySASLPassword:          {"", nil},
-	KeySSLCAFile:             {"", nil},
-	KeySSLCertFile:           {"", nil},
-	KeySSLKeyFile:            {"", nil},
-	KeySSLEndpointIdent:      {"https", validateOneOf("https", "")},
-	KeyRequestTimeoutMs:      {"30000", validateInt(1)},
-	KeyFetchWaitMaxMs:        {"1000", validateInt(0)},
-	KeyFetchBackoffMs:        {"1000", validateInt(0)},
-	KeyFetchMinBytes:         {"1", validateInt(0)},
-	KeyFetchResponseMaxBytes: {"10485760", validateInt(1)},
-	KeyFetchMaxBytes:         {"1048576", validateInt(1)},
-	KeyUncleanLeaderElection: {"false", validateOneOf("true", "false")},
-	KeyStopOpenTransactions:  {"abort", validateOneOf("abort", "truncate")},
+	KeyBootstrapServers:         {"", validateBootstrap},
+	KeyTopicsInclude:            {"", validateRegexList},
+	KeyTopicsExclude:            {"__.*", validateRegexList},
+	KeyGroupsInclude:            {".*", validateRegexList},
+	KeyGroupsExclude:            {"", validateRegexList},
+	KeyTopicPropertiesExcl:      {strings.Join(defaultTopicPropertiesExclude, ","), nil},
+	KeyACLsInclude:              {"*", validateACLRules},
+	KeySocketTimeoutMs:          {"30000", validateInt(1)},
+	KeySocketReceiveBufferBytes: {"65536", validateIntOrMinusOne},
+	KeySecurityProtocol:         {"PLAINTEXT", validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
+	KeySASLMechanism:            {"PLAIN", validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")},
+	KeySASLUsername:             {"", nil},
+	KeySASLPassword:             {"", nil},
+	KeySSLCAFile:                {"", nil},
+	KeySSLCertFile:              {"", nil},
+	KeySSLKeyFile:               {"", nil},
+	KeySSLEndpointIdent:         {"https", validateOneOf("https", "")},
+	KeyRequestTimeoutMs:         {"30000", validateInt(1)},
+	KeyFetchWaitMaxMs:           {"1000", validateInt(0)},
+	KeyFetchBackoffMs:           {"1000", validateInt(0)},
+	KeyFetchMinBytes:            {"1", validateInt(0)},
+	KeyFetchResponseMaxBytes:    {"10485760", validateInt(1)},
+	KeyFetchMaxBytes:            {"1048576", validateInt(1)},
+	KeyUncleanLeaderElection:    {"false", validateOneOf("true", "false")},
+	KeyStopOpenTransactions:     {"abort", validateOneOf("abort", "truncate")},
 }
 
 // MirrorConfig is the parsed, validated configuration of one cluster mirror.
 type MirrorConfig struct {
-	BootstrapServers         []string
-	TopicsInclude            []string
-	TopicsExclude            []string
-	GroupsInclude            []string
-	GroupsExclude            []string
-	TopicPropertiesExclude   []string
-	SecurityProtocol         string
-	SASLMechanism            string
-	SASLUsername             string
-	SASLPassword             string
-	TLSCAFile                string
-	TLSCertFile              string
-	TLSKeyFile               string
-	TLSVerifyHostname        bool
-	RequestTimeout           time.Duration
-	FetchMaxWait             time.Duration
-	FetchBackoff             time.Duration
-	FetchMinBytes            int32
-	FetchResponseMaxBytes    int32
-	FetchPartitionMaxBytes   int32
+	BootstrapServers       []string
+	TopicsInclude          []string
+	TopicsExclude          []string
+	GroupsInclude          []string
+	GroupsExclude          []string
+	TopicPropertiesExclude []string
+	SecurityProtocol       string
+	SASLMechanism          string
+	SASLUsername           string
+	SASLPassword           string
+	TLSCAFile              string
+	TLSCertFile            string
+	TLSKeyFile             string
+	TLSVerifyHostname      bool
+	RequestTimeout         time.Duration
+	FetchMaxWait           time.Duration
+	FetchBackoff           time.Duration
+	FetchMinBytes          int32
+	FetchResponseMaxBytes  int32
+	FetchPartitionMaxBytes int32
+	// ACLsInclude are the parsed acls.include rules.
+	ACLsInclude []ACLRule
+	// SocketTimeout is how long the source may stay unreachable before the
+	// partitions of the mirror go FAILED (retryable).
+	SocketTimeout time.Duration
+	// SocketReceiveBufferBytes is the receive buffer of the data path's source
+	// connections; -1 keeps the operating system's default.
+	SocketReceiveBufferBytes int
 	SupportUncleanLeaderElec bool
 	// StopMode is how STOPPING closes open transactions (KeyStopOpenTransactions).
 	StopMode statemachine.StopMode
@@ -117,7 +142,7 @@ type MirrorConfig struct {
 // refused so that a typo never silently falls back to a default. Every problem is
 // reported, not only the first, as an INVALID_CONFIG error.
 func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
-	var problems []string
+	raw, problems := canonicalConfigs(raw)
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
 		keys = append(keys, k)
@@ -145,7 +170,7 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		problems = append(problems, KeyBootstrapServers+" is required")
 	}
 	if len(problems) > 0 {
-		return MirrorConfig{}, admin.NewError(admin.CodeInvalidConfig, "mirror config: "+strings.Join(problems, "; "))
+		return MirrorConfig{}, invalidConfig(problems)
 	}
 	c := MirrorConfig{
 		BootstrapServers:         splitList(get(KeyBootstrapServers)),
@@ -168,6 +193,9 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		FetchMinBytes:            int32(atoi(get(KeyFetchMinBytes))),
 		FetchResponseMaxBytes:    int32(atoi(get(KeyFetchResponseMaxBytes))),
 		FetchPartitionMaxBytes:   int32(atoi(get(KeyFetchMaxBytes))),
+		ACLsInclude:              mustACLRules(get(KeyACLsInclude)),
+		SocketTimeout:            ms(get(KeySocketTimeoutMs)),
+		SocketReceiveBufferBytes: int(atoi(get(KeySocketReceiveBufferBytes))),
 		SupportUncleanLeaderElec: get(KeyUncleanLeaderElection) == "true",
 	}
 	if get(KeyStopOpenTransactions) == "truncate" {
@@ -268,6 +296,13 @@ func validateInt(min int64) func(string) error {
 		}
 		return nil
 	}
+}
+
+func validateIntOrMinusOne(v string) error {
+	if v == "-1" {
+		return nil
+	}
+	return validateInt(1)(v)
 }
 
 func atoi(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }

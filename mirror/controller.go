@@ -159,12 +159,17 @@ func (c *Controller) Topics(mirror string) []TopicState {
 	return out
 }
 
-// CreateMirror defines a new mirror with raw configs (spec §14.1).
+// CreateMirror defines a new mirror with raw configs (spec §14.1). The configs are stored
+// with their keys in the canonical spelling (CanonicalMirrorConfigs).
 func (c *Controller) CreateMirror(ctx context.Context, name string, configs map[string]string) error {
 	if err := ValidMirrorName(name); err != nil {
 		return err
 	}
 	if _, err := ParseMirrorConfig(configs); err != nil {
+		return err
+	}
+	configs, err := CanonicalMirrorConfigs(configs)
+	if err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -222,6 +227,38 @@ func (c *Controller) StartTopics(ctx context.Context, name string, topics []Topi
 		return nil, err
 	}
 	return results, nil
+}
+
+// CheckStart runs the per-topic checks of StartTopics(name, topics, include, exclude)
+// without changing anything, so that a caller can refuse a topic before it creates its
+// destination topic. It returns one error (nil = would start) per topic, in order, or
+// an error for the whole request (unknown mirror, bad patterns).
+func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclude []string) ([]error, error) {
+	if err := validatePatterns(include, exclude); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.mirrors[name]
+	if !ok {
+		return nil, unknownMirror(name)
+	}
+	cfg := m.Config
+	if len(include) > 0 || len(exclude) > 0 {
+		raw := cloneConfigs(m.Configs)
+		raw[KeyTopicsInclude] = joinList(removeAll(addAll(cfg.TopicsInclude, include), exclude))
+		raw[KeyTopicsExclude] = joinList(removeAll(addAll(cfg.TopicsExclude, exclude), include))
+		parsed, err := ParseMirrorConfig(raw)
+		if err != nil {
+			return nil, err
+		}
+		cfg = parsed
+	}
+	errs := make([]error, len(topics))
+	for i, tm := range topics {
+		errs[i] = c.checkStartLocked(name, cfg, tm)
+	}
+	return errs, nil
 }
 
 func (c *Controller) checkStartLocked(name string, cfg MirrorConfig, tm TopicMeta) error {
@@ -431,6 +468,9 @@ func (c *Controller) replay(off int64, r records.ControllerRecord) error {
 			}
 		}
 		cfg, err := ParseMirrorConfig(raw)
+		if err == nil {
+			raw, err = CanonicalMirrorConfigs(raw) // records written before the aliases
+		}
 		if err != nil {
 			return fmt.Errorf("mirror: controller record at offset %d: %w", off, err)
 		}

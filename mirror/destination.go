@@ -115,6 +115,8 @@ type LocalDestination struct {
 	closed   bool
 	groupsMu sync.Mutex
 	groups   map[string]map[string]int64 // group -> "topic/partition" -> offset
+	aclsOnce sync.Once
+	acls     *aclStore // synced ACLs (acl.go)
 }
 
 type fileDestMeta struct {
@@ -168,6 +170,9 @@ func OpenFileDestination(root, clusterID string, opts fetcher.FileLogOptions) (_
 	}
 	if d.groups == nil {
 		d.groups = map[string]map[string]int64{}
+	}
+	if d.acls, err = openACLStore(root); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

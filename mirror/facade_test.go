@@ -395,7 +395,8 @@ func TestFacadeLifecycle(t *testing.T) {
 func TestFailureIsolated(t *testing.T) {
 	ctx := testCtx(t)
 	w := newWorld()
-	a, b := w.newSite(t, "A"), w.newSite(t, "B")
+	// The KIP baseline: no automatic retry, the FAILED partition stays FAILED.
+	a, b := w.newSite(t, "A"), w.newSite(t, "B", WithFailedRetry(RetryConfig{}))
 	createTopic(t, a, "t", records.UUID{2}, 3)
 	for p := int32(0); p < 3; p++ {
 		appendBatch(t, a.log(t, "t", p), 0, 3, "x")
@@ -489,7 +490,8 @@ func TestRestartReasserts(t *testing.T) {
 				return &siteSource{s: a, ls: fetcher.NewLocalSource(fetcher.ReadUncommitted), added: map[TopicPartition]bool{}},
 					NewLocalSourceAdmin(a.dest, nil), nil
 			}),
-			WithPeerFactory(func(string, MirrorConfig) (Peer, error) { return nil, nil }))
+			WithPeerFactory(func(string, MirrorConfig) (Peer, error) { return nil, nil }),
+			WithFailedRetry(RetryConfig{})) // the baseline: FAILED stays FAILED
 		require.NoError(t, err)
 		return m
 	}
@@ -517,13 +519,13 @@ func TestRestartReasserts(t *testing.T) {
 	require.Equal(t, reason, d.ErrorMessage)
 }
 
-// TestFailedRetry: with WithFailedRetry a FAILED partition restarts from PREPARING by
-// itself once the cause is gone.
+// TestFailedRetry: with WithFailedRetry a FAILED partition restarts by itself, back to
+// its previous state MIRRORING, once the cause is gone.
 func TestFailedRetry(t *testing.T) {
 	ctx := testCtx(t)
 	w := newWorld()
 	a := w.newSite(t, "A")
-	b := w.newSite(t, "B", WithFailedRetry(RetryConfig{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}))
+	b := w.newSite(t, "B", WithFailedRetry(RetryConfig{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, MaxAttempts: 10}))
 	createTopic(t, a, "t", records.UUID{0x55}, 1)
 	appendBatch(t, a.log(t, "t", 0), 0, 2, "x")
 	a.mu.Lock()
@@ -536,6 +538,7 @@ func TestFailedRetry(t *testing.T) {
 	delete(a.corrupt, TopicPartition{"t", 0})
 	a.mu.Unlock()
 	require.NoError(t, b.m.WaitForLag(ctx, "m", []string{"t"}, 0))
-	require.True(t, b.sawTransition(statemachine.Failed, statemachine.Preparing))
+	// It failed while MIRRORING: the retry returns to MIRRORING, no truncation.
+	require.True(t, b.sawTransition(statemachine.Failed, statemachine.Mirroring))
 	require.Equal(t, logBytes(t, a.log(t, "t", 0)), logBytes(t, b.log(t, "t", 0)))
 }

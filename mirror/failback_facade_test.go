@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -161,6 +162,8 @@ func TestMirrorLoop(t *testing.T) {
 	d := describePartition(t, ex.a, "b-to-a", "t", 0)
 	require.Equal(t, statemachine.Failed, d.State)
 	require.Contains(t, d.ErrorMessage, `mirror "a-to-b" on the source cluster`)
+	require.Equal(t, records.NonRetryable, d.RetryAttempt, "a mirror loop is not retried")
+	require.Equal(t, statemachine.Preparing, d.PreviousState)
 }
 
 func mustBatch(t testing.TB, tag string) []byte {
@@ -187,10 +190,25 @@ func (s *site) sawTransition(from, to statemachine.State) bool {
 // wrote other records at a new epoch) goes through ULE_LOG_TRUNCATION and back to
 // MIRRORING; the logs converge.
 func TestUncleanElectionOnSource(t *testing.T) {
+	for _, topicLevel := range []bool{false, true} {
+		t.Run(fmt.Sprint("topic-level=", topicLevel), func(t *testing.T) { uncleanElectionOnSource(t, topicLevel) })
+	}
+}
+
+// uncleanElectionOnSource sets mirror.support.unclean.leader.election on the mirror, or
+// on the destination topic only (topicLevel).
+func uncleanElectionOnSource(t *testing.T, topicLevel bool) {
 	ctx := testCtx(t)
 	ex := newSpecExample(t, []int32{0, 0, 0, 0})
 	cfg := bootstrap(ex.a)
-	cfg[KeyUncleanLeaderElection] = "true"
+	if topicLevel {
+		spec, ok := ex.a.dest.Topic("t")
+		require.True(t, ok)
+		spec.Configs = map[string]string{KeyUncleanLeaderElection: "true"}
+		require.NoError(t, ex.b.dest.CreateTopic(ctx, spec))
+	} else {
+		cfg[KeyUncleanLeaderElection] = "true"
+	}
 	require.NoError(t, ex.b.m.CreateClusterMirror(ctx, "a-to-b", cfg))
 	mustOK(t)(ex.b.m.StartMirrorTopics(ctx, "a-to-b", []string{"t"}, StartOptions{}))
 	lb := ex.b.log(t, "t", 0)

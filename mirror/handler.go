@@ -182,7 +182,7 @@ func (h *handler) ListClusterMirrors(ctx context.Context, rc *admin.RequestConte
 
 // DescribeClusterMirrors implements admin.Handler (spec §11.4). A named mirror that
 // does not exist is answered with a per-mirror UNKNOWN_CLUSTER_MIRROR; the others are
-// still described. Partitions have RetryAttempt 0 (the facade does not report it).
+// still described. Partitions carry their RetryAttempt (-1 = non-retryable).
 func (h *handler) DescribeClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.DescribeClusterMirrorsRequest) (*admin.DescribeClusterMirrorsResponse, error) {
 	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
 	defer cancel()
@@ -250,6 +250,7 @@ func describeMirror(d MirrorDescription) admin.DescribeClusterMirrorsResponseMir
 			rp.LastMirrorEpoch = p.LastMirrorEpoch
 			rp.LastMirrorOffset = p.LastMirrorOffset
 			describeHealthWire(&rp, p)
+			rp.RetryAttempt = p.RetryAttempt
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		rm.Topics = append(rm.Topics, rt)
@@ -358,6 +359,28 @@ func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContex
 	resp := admin.NewPtrPauseMirrorTopicsResponse()
 	for _, o := range outs {
 		rt := admin.NewPauseMirrorTopicsResponseTopic()
+		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// RecoverMirrorTopics implements admin.Handler (spec §14.10): the FAILED partitions
+// of the topics restart with their retry attempts reset.
+func (h *handler) RecoverMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.RecoverMirrorTopicsRequest) (*admin.RecoverMirrorTopicsResponse, error) {
+	names := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		names = append(names, t.TopicName)
+	}
+	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names)
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := admin.NewPtrRecoverMirrorTopicsResponse()
+	for _, o := range outs {
+		rt := admin.NewRecoverMirrorTopicsResponseTopic()
 		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
 		resp.Topics = append(resp.Topics, rt)
 	}

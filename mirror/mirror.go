@@ -66,6 +66,12 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
+	if !o.retrySet {
+		o.retry = DefaultRetryConfig()
+	}
+	if err := o.retry.Validate(); err != nil {
+		return nil, err
+	}
 	if o.clock == nil {
 		o.clock = time.Now
 	}
@@ -343,8 +349,8 @@ func (m *Mirror) dropMirror(name string) error {
 // WaitForStates blocks until every partition of topics of mirror name is actually in
 // state want, as this instance's reconcilers last wrote it (and ran its entry actions:
 // a STOPPED partition is writable). It returns early with an error when a partition is
-// FAILED and nothing can lead out of it (want is not STOPPED and automatic retry is
-// off), when a topic is not a topic of the mirror, or when ctx is done. A test and CLI
+// FAILED and nothing can lead out of it (want is not STOPPED and no automatic retry is
+// left: off, exhausted or a non-retryable failure), when a topic is not a topic of the mirror, or when ctx is done. A test and CLI
 // helper.
 func (m *Mirror) WaitForStates(ctx context.Context, name string, topics []string, want statemachine.State) error {
 	if _, ok := m.ctrl.Mirror(name); !ok {
@@ -373,7 +379,7 @@ func (m *Mirror) WaitForStates(ctx context.Context, name string, topics []string
 					}
 					// FAILED is final unless a stop (FAILED -> STOPPING) or an automatic
 					// retry can lead out of it.
-					if st == statemachine.Failed && want != statemachine.Stopped && m.opts.retry == nil && !r.retriesFailed() {
+					if st == statemachine.Failed && want != statemachine.Stopped && r.failureFinal() {
 						return fmt.Errorf("mirror: topic %q partition %d is FAILED: %s", topic, p, reason)
 					}
 				}
@@ -416,7 +422,7 @@ func (m *Mirror) WaitForLag(ctx context.Context, name string, topics []string, m
 				}
 				st, reason := r.current()
 				// FAILED is final unless an automatic retry can lead out of it.
-				if st == statemachine.Failed && m.opts.retry == nil && !r.retriesFailed() {
+				if st == statemachine.Failed && r.failureFinal() {
 					return fmt.Errorf("mirror: topic %q partition %d is FAILED: %s", topic, p, reason)
 				}
 				src, dst := r.offsets()
@@ -475,5 +481,8 @@ func (m *Mirror) fetcherConfig(cfg MirrorConfig, ev fetcher.Events) fetcher.Conf
 		Logger:            fetcher.SlogLogger(m.log),
 		StopOnDivergence:  cfg.SupportUncleanLeaderElec,
 		IdleWait:          m.cfg.FetchIdleWait,
+		// socket.timeout.ms: a source unreachable for longer fails the partitions
+		// (retryable, fetcher.ErrSourceUnreachable) instead of hiding in MIRRORING.
+		UnreachableTimeout: cfg.SocketTimeout,
 	}
 }

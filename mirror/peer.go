@@ -2,9 +2,12 @@ package mirror
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -19,20 +22,28 @@ import (
 var _ Peer = (*Mirror)(nil)
 
 // KgoOptions returns the franz-go client options that reach the source cluster of cfg:
-// seed brokers, TLS and SASL (PLAIN, SCRAM-SHA-256/512) from the mirror configs.
+// seed brokers, TLS and SASL (PLAIN, SCRAM-SHA-256/512), the socket receive buffer
+// (socket.receive.buffer.bytes) and the retry timeout of requests (socket.timeout.ms)
+// from the mirror configs.
 func KgoOptions(cfg MirrorConfig) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(cfg.BootstrapServers...)}
 	if cfg.RequestTimeout > 0 {
 		opts = append(opts, kgo.RequestTimeoutOverhead(cfg.RequestTimeout))
 	}
+	if cfg.SocketTimeout > 0 {
+		// A request to an unreachable source gives up after socket.timeout.ms
+		// (kgo's default is 30 s, the default of socket.timeout.ms too).
+		opts = append(opts, kgo.RetryTimeout(cfg.SocketTimeout))
+	}
+	var tc *tls.Config
 	switch cfg.SecurityProtocol {
 	case "SSL", "SASL_SSL":
-		tc, err := tlsConfig(cfg)
-		if err != nil {
+		var err error
+		if tc, err = tlsConfig(cfg); err != nil {
 			return nil, err
 		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
+	opts = append(opts, kgo.Dialer(sourceDialer(tc, cfg.SocketReceiveBufferBytes)))
 	switch cfg.SecurityProtocol {
 	case "SASL_PLAINTEXT", "SASL_SSL":
 		switch cfg.SASLMechanism {
@@ -205,4 +216,38 @@ func (p *AdminPeer) DescribeClusterMirrors(ctx context.Context, names []string, 
 		out = append(out, d)
 	}
 	return out, errors.Join(errs...)
+}
+
+// sourceDialer dials a source broker: TCP with a 10 s timeout, the receive buffer set
+// to rcvBuf bytes (-1 or 0 keeps the system default), then TLS when tc is not nil (the
+// server name taken from the address when tc names none).
+func sourceDialer(tc *tls.Config, rcvBuf int) func(ctx context.Context, network, host string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		if tcp, ok := conn.(*net.TCPConn); ok && rcvBuf > 0 {
+			if err := tcp.SetReadBuffer(rcvBuf); err != nil {
+				_ = conn.Close()
+				return nil, fmt.Errorf("mirror: socket.receive.buffer.bytes=%d: %w", rcvBuf, err)
+			}
+		}
+		if tc == nil {
+			return conn, nil
+		}
+		c := tc.Clone()
+		if c.ServerName == "" {
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				c.ServerName = h
+			}
+		}
+		tlsConn := tls.Client(conn, c)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return tlsConn, nil
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +53,13 @@ type reconciler struct {
 	// Published for readers (describe, WaitForStates).
 	pubState  atomic.Int32
 	pubReason atomic.Pointer[string]
-	pubRetry  atomic.Bool // the published FAILED state is retried automatically
+	pubRetry  atomic.Int32 // RetryAttempt, -1 non-retryable
+	pubPrev   atomic.Int32 // PreviousState
 	srcHW     atomic.Int64
 	health    partitionHealth // source health, lag and metrics hooks (health.go)
+
+	recoverReq atomic.Bool // RecoverMirrorTopics asked for a restart (retry.go)
+	healthyReq atomic.Bool // a fetch succeeded after retries (retry.go)
 
 	// Owned by the run goroutine.
 	known         bool
@@ -67,7 +70,9 @@ type reconciler struct {
 	retryAt       *time.Timer
 	retryC        <-chan time.Time
 	retryBO       time.Duration
-	attempts      int                // automatic FAILED retries so far
+	attempts      int                // automatic FAILED retries so far (RetryAttempt)
+	nonRetryable  bool               // the FAILED state is not retried (RetryAttempt -1)
+	prevState     statemachine.State // PreviousState: the state before FAILED
 	retryEvent    statemachine.Event // delivered when the retry timer fires
 	pendingReason string             // failure reason of the last write, published after act
 	lme           int32              // stored LastMirrorEpoch, as last read or written
@@ -82,6 +87,8 @@ func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, 
 	r := &reconciler{m: m, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition,
 		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
 	r.pubState.Store(int32(statemachine.Unknown))
+	r.pubPrev.Store(int32(statemachine.Unknown))
+	r.prevState = statemachine.Unknown
 	r.srcHW.Store(-1)
 	r.health.init()
 	return r
@@ -139,12 +146,8 @@ func (r *reconciler) offsets() (int64, int64) {
 	return r.srcHW.Load(), r.log.LogEndOffset()
 }
 
-// retriesFailed reports whether the published FAILED state is retried automatically.
-func (r *reconciler) retriesFailed() bool { return r.pubRetry.Load() }
-
 func (r *reconciler) onDivergence(truncatedTo int64) {
-	cfg, err := r.mr.config()
-	if err != nil || !cfg.SupportUncleanLeaderElec {
+	if !r.uleEnabled() {
 		return
 	}
 	r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
@@ -264,7 +267,12 @@ func (r *reconciler) step() {
 				return
 			}
 		}
+		r.resetRetries()
 		ev := r.pop()
+		if ev == nil {
+			ev = r.tieredStorageCheck()
+		}
+		r.applyRecover(ev)
 		to, acts, reassert, ok := r.decide(ev)
 		if !ok {
 			if ev != nil {
@@ -371,36 +379,6 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 	return to, acts, true, true
 }
 
-// maybeScheduleFailedRetry arms the automatic retry of a FAILED partition
-// (WithFailedRetry, or DefaultStorageRetry for a storage failure): exponential backoff
-// with full jitter; a mirror loop is not retried.
-func (r *reconciler) maybeScheduleFailedRetry() {
-	rc := r.m.retryConfigFor(r.failCause)
-	if rc == nil || r.retryC != nil {
-		return
-	}
-	if rc.MaxAttempts > 0 && r.attempts >= rc.MaxAttempts {
-		return
-	}
-	if errors.Is(r.failCause, ErrMirrorLoop) {
-		return // permanent: only an operator can break the loop
-	}
-	d := rc.Initial
-	if d <= 0 {
-		d = 100 * time.Millisecond
-	}
-	for i := 0; i < r.attempts && (rc.Max <= 0 || d < rc.Max); i++ {
-		d *= 2
-	}
-	if rc.Max > 0 && d > rc.Max {
-		d = rc.Max
-	}
-	d = time.Duration(rand.Int64N(int64(d)) + 1) // full jitter
-	r.attempts++
-	r.retryEvent = statemachine.Retry{}
-	r.schedule(d)
-}
-
 // read loads the actual state from the coordinator, raising the highest-seen leader
 // epoch to the log's leader epoch. It returns false when the step must stop (a retry is
 // scheduled when the coordinator was unavailable).
@@ -417,6 +395,8 @@ func (r *reconciler) read() bool {
 		case admin.CodeNone:
 			r.state, r.stateEpoch, r.known = res.State, res.StateEpoch, true
 			r.lme, r.lmo = res.LastMirrorEpoch, res.LastMirrorOffset
+			r.attempts, r.nonRetryable = max(0, int(res.RetryAttempt)), res.RetryAttempt == records.NonRetryable
+			r.prevState = res.PreviousState
 			reason := ""
 			if res.ErrorMessage != nil {
 				reason = *res.ErrorMessage
@@ -447,6 +427,8 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 		reason, cause = e.Reason, e.Cause
 		wp.ErrorMessage = &reason
 	}
+	wasNonRetryable := r.nonRetryable
+	wp.RetryAttempt = r.retryAttemptFor(to, cause)
 	res, err := r.mr.batch.write(r.ctx, wp)
 	if err != nil {
 		if r.ctx.Err() != nil {
@@ -461,18 +443,21 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 			"partition", r.partition, "to", to, "code", res.ErrorCode.String())
 		return writeFenced
 	default:
+		r.nonRetryable = wasNonRetryable
 		return writeRetry
 	}
 	from := r.state
-	r.state, r.stateEpoch = to, res.StateEpoch
-	if to != statemachine.Failed {
-		r.attemptsReset(to)
+	switch {
+	case to != statemachine.Failed:
+		r.prevState = statemachine.Unknown
+	case from != statemachine.Failed:
+		r.prevState = from
 	}
+	r.state, r.stateEpoch = to, res.StateEpoch
 	r.pendingReason = reason
 	if to == statemachine.Failed && cause != nil {
 		r.failCause = cause
 	}
-	r.pubRetry.Store(to == statemachine.Failed && r.willRetry())
 	if from != to {
 		r.observeTransition(from, to)
 		if r.m.opts.events != nil {
@@ -487,25 +472,14 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 	return writeOK
 }
 
-// willRetry reports whether a FAILED partition with the current cause is retried
-// automatically (maybeScheduleFailedRetry would arm the timer).
-func (r *reconciler) willRetry() bool {
-	rc := r.m.retryConfigFor(r.failCause)
-	if rc == nil || errors.Is(r.failCause, ErrMirrorLoop) {
-		return false
-	}
-	return rc.MaxAttempts <= 0 || r.attempts < rc.MaxAttempts
-}
-
-// attemptsReset clears the FAILED retry counter once the partition mirrors again.
-func (r *reconciler) attemptsReset(to statemachine.State) {
-	if to == statemachine.Mirroring {
-		r.attempts = 0
-	}
-}
-
 // publish makes the state visible to readers and wakes waiters.
 func (r *reconciler) publish(s statemachine.State, reason string) {
+	ra := int32(r.attempts)
+	if r.nonRetryable {
+		ra = int32(records.NonRetryable)
+	}
+	r.pubRetry.Store(ra)
+	r.pubPrev.Store(int32(r.prevState))
 	r.pubReason.Store(&reason) // before the state: a reader that sees s sees its reason
 	r.pubState.Store(int32(s))
 	r.observeState(s)
@@ -640,10 +614,7 @@ func (r *reconciler) waitReplicas(a statemachine.WaitReplicas) error {
 	if !ok {
 		return nil // a single replica converges with the leader log itself
 	}
-	all := a.AllReplicas
-	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
-		all = true
-	}
+	all := a.AllReplicas || r.uleEnabled()
 	off := a.Offset
 	if off < 0 {
 		off = r.log.LogEndOffset()

@@ -18,6 +18,7 @@ type mirrorRuntime struct {
 	m     *Mirror
 	name  string
 	batch *stateBatcher // group commit of the reconcilers' coordinator calls
+	gate  *retryGate    // the FAILED-retry backoff shared by the mirror's partitions
 
 	mu           sync.Mutex // guards the fields below
 	closed       bool
@@ -31,7 +32,7 @@ type mirrorRuntime struct {
 }
 
 func newMirrorRuntime(m *Mirror, name string) *mirrorRuntime {
-	return &mirrorRuntime{m: m, name: name, batch: newStateBatcher(m, name)}
+	return &mirrorRuntime{m: m, name: name, batch: newStateBatcher(m, name), gate: newRetryGate()}
 }
 
 // config returns the mirror's current configuration.
@@ -191,6 +192,7 @@ func (mr *mirrorRuntime) syncOnce(ctx context.Context) (SyncStats, error) {
 	mr.mu.Unlock()
 	mr.resolveClusterID(ctx)
 	st, err := s.SyncOnce(ctx)
+	mr.failSourceTopics(st)
 	mr.keepEpochsAhead(ctx)
 	return st, err
 }
@@ -303,5 +305,6 @@ func (e fetchEvents) OnProgress(tp fetcher.TopicPartition, p fetcher.Progress) {
 		if p.Bytes > 0 {
 			r.onAppended()
 		}
+		r.onHealthy()
 	}
 }

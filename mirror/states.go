@@ -60,6 +60,7 @@ func (m *Mirror) ReadMirrorStates(ctx context.Context, req *admin.ReadMirrorStat
 			}
 			rp.State, rp.LeaderEpoch, rp.StateEpoch = int8(r.State), r.LeaderEpoch, r.StateEpoch
 			rp.LastMirrorEpoch, rp.LastMirrorOffset, rp.ErrorMessage = r.LastMirrorEpoch, r.LastMirrorOffset, r.ErrorMessage
+			rp.RetryAttempt, rp.PreviousState = r.RetryAttempt, int8(r.PreviousState)
 		}
 	}
 	return resp, nil
@@ -92,7 +93,7 @@ func (m *Mirror) WriteMirrorStates(ctx context.Context, req *admin.WriteMirrorSt
 				creq.Partitions = append(creq.Partitions, coordinator.WritePartition{
 					TopicID: id, Partition: p.PartitionIndex, State: statemachine.State(p.State),
 					LeaderEpoch: p.LeaderEpoch, StateEpoch: p.StateEpoch, LastMirrorEpoch: p.LastMirrorEpoch,
-					LastMirrorOffset: p.LastMirrorOffset, ErrorMessage: p.ErrorMessage,
+					LastMirrorOffset: p.LastMirrorOffset, ErrorMessage: p.ErrorMessage, RetryAttempt: wireRetryAttempt(p.RetryAttempt, p.NonRetryable),
 				})
 				refs = append(refs, ref{len(resp.Topics), len(rt.Partitions)})
 			}
@@ -200,4 +201,13 @@ func (m *Mirror) topicID(mirror, topic string) (records.UUID, bool) {
 		return records.UUID{}, false
 	}
 	return ts.TopicID, true
+}
+
+// wireRetryAttempt converts the RetryAttempt and NonRetryable of a WriteMirrorStates
+// partition to the stored RetryAttempt (-1 = non-retryable, clamped to int16).
+func wireRetryAttempt(attempt int32, nonRetryable bool) int16 {
+	if nonRetryable {
+		return records.NonRetryable
+	}
+	return int16(min(max(attempt, 0), 32767))
 }

@@ -378,8 +378,9 @@ func (d *laggingReplicas) WaitReplicas(ctx context.Context, topic string, partit
 // destination's replicas converged at the truncation point; with
 // mirror.support.unclean.leader.election every replica is waited for.
 func TestPreparingWaitsForReplicas(t *testing.T) {
-	for _, ule := range []bool{false, true} {
-		t.Run(fmt.Sprint("ule=", ule), func(t *testing.T) {
+	for _, tc := range []struct{ ule, topicLevel bool }{{false, false}, {true, false}, {true, true}} {
+		ule := tc.ule
+		t.Run(fmt.Sprintf("ule=%v,topic=%v", tc.ule, tc.topicLevel), func(t *testing.T) {
 			ctx := testCtx(t)
 			w := newWorld()
 			a := w.newSite(t, "a")
@@ -392,7 +393,13 @@ func TestPreparingWaitsForReplicas(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, m.Close()) })
 			cfg := bootstrap(a)
-			cfg[KeyUncleanLeaderElection] = fmt.Sprint(ule)
+			if tc.topicLevel {
+				// The destination topic config, as in the prototype (the mirror's is false).
+				require.NoError(t, lag.CreateTopic(ctx, TopicSpec{Name: "t", TopicID: id(9), Partitions: 1,
+					Configs: map[string]string{KeyUncleanLeaderElection: "true"}}))
+			} else {
+				cfg[KeyUncleanLeaderElection] = fmt.Sprint(ule)
+			}
 			require.NoError(t, m.CreateClusterMirror(ctx, "from-a", cfg))
 			mustOK(t)(m.StartMirrorTopics(ctx, "from-a", []string{"t"}, StartOptions{}))
 			select {

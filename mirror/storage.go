@@ -16,9 +16,8 @@ import (
 // destination storage failed: its log could not be opened (an unwritable or missing
 // partition directory, a corrupt log), or a write to it failed with an I/O error
 // (ENOSPC, EIO, EROFS, EDQUOT, a permission error). Such a partition stays local to its
-// failure (the others go on) and is retried by the library with backoff
-// (DefaultStorageRetry) even when WithFailedRetry is not set, so that it recovers once
-// the disk is fixed.
+// failure (the others go on) and is retried by the library's automatic FAILED retry
+// (on by default, WithFailedRetry), so that it recovers once the disk is fixed.
 var ErrStorage = errors.New("mirror: destination storage error")
 
 // StorageError is the typed cause of a storage failure of one partition. It matches
@@ -41,10 +40,9 @@ func (e *StorageError) Unwrap() error { return e.Err }
 // Is matches ErrStorage.
 func (e *StorageError) Is(target error) bool { return target == ErrStorage }
 
-// DefaultStorageRetry is the retry of a partition FAILED with an ErrStorage cause when
-// the host set no WithFailedRetry: from 200 ms, doubling up to 30 s, with full jitter,
-// without limit (a full disk may be fixed hours later). The log open of a partition
-// whose directory cannot be opened is retried on the same schedule.
+// DefaultStorageRetry is the schedule on which the log open of a partition whose
+// directory cannot be opened is retried: from 200 ms, doubling up to 30 s, without limit
+// (a disk may be fixed hours later). Failures after the open follow the FAILED retry.
 var DefaultStorageRetry = RetryConfig{Initial: 200 * time.Millisecond, Max: 30 * time.Second}
 
 // ioErrnos are the errors of a local disk that a fixed disk clears.
@@ -76,19 +74,6 @@ func (r *reconciler) storageCause(op string, err error) error {
 		return err
 	}
 	return &StorageError{Topic: r.topic, Partition: r.partition, Op: op, Err: err}
-}
-
-// retryConfigFor returns the automatic retry of a partition FAILED with cause: the
-// host's WithFailedRetry, else DefaultStorageRetry for a storage cause, else nil (the
-// KIP baseline: stop, then start).
-func (m *Mirror) retryConfigFor(cause error) *RetryConfig {
-	if m.opts.retry != nil {
-		return m.opts.retry
-	}
-	if errors.Is(cause, ErrStorage) {
-		return &DefaultStorageRetry
-	}
-	return nil
 }
 
 // openLog opens the partition's destination log before the first step. Until it opens

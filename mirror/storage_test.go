@@ -163,7 +163,7 @@ func TestENOSPCDuringAppendFailsThatPartition(t *testing.T) {
 	ev, _ := evs.find(failedOf("t", 1))
 	require.Equal(t, d.ErrorMessage, ev.Reason)
 	r := m.reconcilerOf("t", 1)
-	require.True(t, r.retriesFailed(), "a storage failure is retried by default")
+	require.False(t, r.failureFinal(), "a storage failure is retried by default")
 
 	produceTo(t, ctx, src, "t", 2, 5, "b")
 	waitCond(t, ctx, m, "partition 0 mirrors on", func() bool { return describeOn(t, m, "k", "t", 0).DestinationOffset == 15 })
@@ -191,7 +191,4 @@ func TestStorageErrorTyping(t *testing.T) {
 	require.ErrorIs(t, r.storageCause("append", syscall.ENOSPC), ErrStorage)
 	other := errors.New("other")
 	require.Same(t, other, r.storageCause("append", other), "a non-storage cause is kept as it is")
-	m := &Mirror{}
-	require.Equal(t, &DefaultStorageRetry, m.retryConfigFor(e))
-	require.Nil(t, m.retryConfigFor(other), "no retry by default for other causes (KIP baseline)")
 }

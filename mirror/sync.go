@@ -35,7 +35,7 @@ var (
 // SyncError is one failure of a sync cycle, about one topic or one group.
 type SyncError struct {
 	Mirror string
-	Op     string // "discover", "topic", "create", "partitions", "configs", "group"
+	Op     string // "discover", "topic", "create", "partitions", "configs", "group", "acls"
 	Topic  string // "" for a group error
 	Group  string // "" for a topic error
 	Err    error
@@ -62,6 +62,7 @@ type SyncStats struct {
 	GroupsSynced     int // groups with at least one offset committed
 	OffsetsSynced    int // partition offsets committed
 	GroupsSkipped    int // groups skipped because they have active members on the destination
+	ACLsSynced       int // ACLs of the mirror on the destination after the cycle (acls.include)
 	// Errors are the per-topic and per-group failures (*SyncError); they do not stop
 	// the cycle.
 	Errors []error
@@ -201,6 +202,10 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 		return c.stats, err
 	}
 	c.syncGroups(ctx)
+	if err := ctx.Err(); err != nil {
+		return c.stats, err
+	}
+	c.syncACLs(ctx)
 	return c.stats, ctx.Err()
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/kmirror/kmirror/admin"
@@ -99,14 +100,44 @@ type Peer interface {
 	DescribeClusterMirrors(ctx context.Context, names []string, o DescribeOptions) ([]MirrorDescription, error)
 }
 
-// RetryConfig turns on the automatic retry of FAILED partitions (a later KIP revision,
-// spec §5.6): after Initial, doubling up to Max, with full jitter, at most MaxAttempts
-// times (0 = unlimited), a FAILED partition whose desired state is MIRRORING restarts
-// from PREPARING. Off by default: the KIP baseline recovery is stop, then start.
+// RetryConfig is the automatic retry of FAILED partitions (a later KIP revision, spec
+// §5.6; the prototype's mirror.failed.retry.* broker configs). A FAILED partition whose
+// desired state is MIRRORING and whose failure is retryable restarts from PREPARING
+// after a backoff that starts at Initial and doubles up to Max, at most MaxAttempts
+// times; then only RecoverMirrorTopics (or stop, then start) brings it back. MaxAttempts
+// 0 turns the automatic retry off. The backoff is shared by the partitions of a mirror
+// (see retryGate): a source that is down sees one round of retries per backoff, spread
+// by jitter, not one per partition. On by default with DefaultRetryConfig.
 type RetryConfig struct {
 	Initial     time.Duration
 	Max         time.Duration
 	MaxAttempts int
+}
+
+// The prototype's defaults of the FAILED retry (mirror.failed.retry.initial.backoff.ms,
+// mirror.failed.retry.max.backoff.ms, mirror.failed.retry.max.attempts).
+const (
+	DefaultRetryInitialBackoff = 1000 * time.Millisecond
+	DefaultRetryMaxBackoff     = 300000 * time.Millisecond
+	DefaultRetryMaxAttempts    = 100
+)
+
+// DefaultRetryConfig returns the default FAILED retry: 1 s doubling to 5 min, 100
+// attempts.
+func DefaultRetryConfig() RetryConfig {
+	return RetryConfig{Initial: DefaultRetryInitialBackoff, Max: DefaultRetryMaxBackoff, MaxAttempts: DefaultRetryMaxAttempts}
+}
+
+// Validate checks r: non-negative durations, Max not below Initial, MaxAttempts in
+// 0..32767 (RetryAttempt is an int16 in the partition state).
+func (r RetryConfig) Validate() error {
+	if r.Initial < 0 || r.Max < 0 || (r.Max > 0 && r.Max < r.Initial) {
+		return fmt.Errorf("%w: FAILED retry backoff Initial %v, Max %v", ErrInvalidConfig, r.Initial, r.Max)
+	}
+	if r.MaxAttempts < 0 || r.MaxAttempts > math.MaxInt16 {
+		return fmt.Errorf("%w: FAILED retry MaxAttempts %d not in 0..%d", ErrInvalidConfig, r.MaxAttempts, math.MaxInt16)
+	}
+	return nil
 }
 
 // StateChange reports one durable actual-state change of a partition (see WithEvents).
@@ -123,13 +154,14 @@ type StateChange struct {
 type Option func(*options)
 
 type options struct {
-	logger  *slog.Logger
-	sources SourceFactory
-	peers   PeerFactory
-	clock   func() time.Time
-	events  func(StateChange)
-	retry   *RetryConfig
-	ops     opsOptions // metrics and source-health options (metrics.go)
+	logger   *slog.Logger
+	sources  SourceFactory
+	peers    PeerFactory
+	clock    func() time.Time
+	events   func(StateChange)
+	retry    RetryConfig
+	retrySet bool
+	ops      opsOptions // metrics and source-health options (metrics.go)
 }
 
 // WithLogger sets the logger (default: discard).
@@ -152,8 +184,11 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.clock 
 // called from partition goroutines and must not block for long.
 func WithEvents(fn func(StateChange)) Option { return func(o *options) { o.events = fn } }
 
-// WithFailedRetry turns on the automatic retry of FAILED partitions.
-func WithFailedRetry(r RetryConfig) Option { return func(o *options) { o.retry = &r } }
+// WithFailedRetry replaces DefaultRetryConfig, the automatic retry of FAILED
+// partitions; RetryConfig{} (MaxAttempts 0) turns it off.
+func WithFailedRetry(r RetryConfig) Option {
+	return func(o *options) { o.retry, o.retrySet = r, true }
+}
 
 // StartOptions are the options of StartMirrorTopics (spec §11.5).
 type StartOptions struct {
@@ -270,6 +305,11 @@ type PartitionDescription struct {
 	SourceErrorCode        admin.Code
 	SourceErrorMessage     string
 	SourceUnreachableSince time.Time
+	// RetryAttempt is the number of automatic retries of a FAILED partition since it
+	// last mirrored, -1 (records.NonRetryable) when its failure is not retried.
+	RetryAttempt int16
+	// PreviousState is the state before FAILED (UNKNOWN when none or not requested).
+	PreviousState statemachine.State
 }
 
 // Lag returns max(0, SourceOffset − DestinationOffset), or -1 when either is unknown.

@@ -88,6 +88,16 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 				Err: admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q does not exist on the source of mirror %q", topic, name)})
 			continue
 		}
+		// The controller's checks first: a refused topic leaves no destination topic.
+		checks, err := m.ctrl.CheckStart(name, []TopicMeta{{Name: topic, TopicID: st.TopicID, NumPartitions: st.Partitions}},
+			o.IncludePatterns, o.ExcludePatterns)
+		if err != nil {
+			return nil, err
+		}
+		if checks[0] != nil {
+			results = append(results, TopicResult{Topic: topic, Err: checks[0]})
+			continue
+		}
 		if err := m.checkActual(ctx, name, topic, statemachine.OpStart); err != nil {
 			results = append(results, TopicResult{Topic: topic, Err: err})
 			continue
@@ -424,7 +434,7 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 				continue
 			}
 			pd := PartitionDescription{Partition: p, State: statemachine.Unknown, LastMirrorEpoch: -1,
-				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, TimeLag: -1}
+				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, TimeLag: -1, PreviousState: statemachine.Unknown}
 			if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
 				if o.IncludeLags {
 					pd.SourceOffset, pd.DestinationOffset = r.offsets()
@@ -451,6 +461,7 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 				continue
 			}
 			pd.State, pd.LastMirrorEpoch, pd.LastMirrorOffset = r.State, r.LastMirrorEpoch, r.LastMirrorOffset
+			pd.RetryAttempt, pd.PreviousState = r.RetryAttempt, r.PreviousState
 			if r.ErrorMessage != nil {
 				pd.ErrorMessage = *r.ErrorMessage
 			}

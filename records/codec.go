@@ -10,7 +10,7 @@ import (
 
 // field is one field of a coordinator or controller record, defined once
 // and used by both the encoder and the decoder. ptr points into the record
-// struct: *int8, *int32, *int64, *UUID, *string, **string (nullable) or
+// struct: *int8, *int16, *int32, *int64, *UUID, *string, **string (nullable) or
 // *[]ConfigEntry.
 type field struct {
 	name  string
@@ -29,6 +29,8 @@ func encodeFields(dst []byte, fs []field, v int16, flexible bool) ([]byte, error
 		switch p := f.ptr.(type) {
 		case *int8:
 			dst = kbin.AppendInt8(dst, *p)
+		case *int16:
+			dst = kbin.AppendInt16(dst, *p)
 		case *int32:
 			dst = kbin.AppendInt32(dst, *p)
 		case *int64:
@@ -74,6 +76,8 @@ func decodeFields(r *kbin.Reader, fs []field, v int16, flexible bool) error {
 		switch p := f.ptr.(type) {
 		case *int8:
 			*p = r.Int8()
+		case *int16:
+			*p = r.Int16()
 		case *int32:
 			*p = r.Int32()
 		case *int64:

@@ -11,8 +11,10 @@ const (
 )
 
 var (
-	defLastMirrorEpochs     = recordDef{name: "LastMirrorEpochs", typ: StateTypeLastMirrorEpochs, valueVersion: 0}
-	defMirrorPartitionState = recordDef{name: "MirrorPartitionState", typ: StateTypeMirrorPartitionState, valueVersion: 0}
+	defLastMirrorEpochs = recordDef{name: "LastMirrorEpochs", typ: StateTypeLastMirrorEpochs, valueVersion: 0}
+	// Value version 1 adds RetryAttempt and PreviousState; version 0 values still
+	// decode, with RetryAttempt 0 and PreviousState -1 (UNKNOWN).
+	defMirrorPartitionState = recordDef{name: "MirrorPartitionState", typ: StateTypeMirrorPartitionState, valueVersion: 1}
 )
 
 // MirrorPartitionStateKey is the key of a MirrorPartitionState record.
@@ -40,7 +42,16 @@ type MirrorPartitionStateValue struct {
 	StateEpoch int32
 	// ErrorMessage is the failure reason when FAILED; nil otherwise.
 	ErrorMessage *string
+	// RetryAttempt counts the automatic retries of a FAILED partition since it
+	// last mirrored; -1 marks a failure that is not retried (value version 1+).
+	RetryAttempt int16
+	// PreviousState is the state code before FAILED, -1 (UNKNOWN) when none
+	// (value version 1+).
+	PreviousState int8
 }
+
+// NonRetryable is the RetryAttempt of a failure that is never retried automatically.
+const NonRetryable int16 = -1
 
 func (v *MirrorPartitionStateValue) fields() []field {
 	return []field{
@@ -48,6 +59,8 @@ func (v *MirrorPartitionStateValue) fields() []field {
 		{"LeaderEpoch", 0, &v.LeaderEpoch},
 		{"StateEpoch", 0, &v.StateEpoch},
 		{"ErrorMessage", 0, &v.ErrorMessage},
+		{"RetryAttempt", 1, &v.RetryAttempt},
+		{"PreviousState", 1, &v.PreviousState},
 	}
 }
 
@@ -150,7 +163,7 @@ func DecodeStateRecord(key, value []byte) (StateRecord, error) {
 		}
 		out.PartitionStateKey = k
 		if value != nil {
-			v := new(MirrorPartitionStateValue)
+			v := &MirrorPartitionStateValue{PreviousState: -1} // the version 0 default
 			if err := decodeValue(defMirrorPartitionState, value, v.fields()); err != nil {
 				return StateRecord{}, err
 			}

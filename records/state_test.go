@@ -14,7 +14,7 @@ func strp(s string) *string { return &s }
 func TestStateRecordGolden(t *testing.T) {
 	key, value := EncodeStateRecord(StateRecord{
 		PartitionStateKey: &MirrorPartitionStateKey{MirrorName: "m1", TopicID: testTopicID, Partition: 3},
-		PartitionState:    &MirrorPartitionStateValue{State: 3, LeaderEpoch: 5, StateEpoch: 9, ErrorMessage: strp("x")},
+		PartitionState:    &MirrorPartitionStateValue{State: 3, LeaderEpoch: 5, StateEpoch: 9, ErrorMessage: strp("x"), RetryAttempt: 2, PreviousState: 3},
 	})
 	require.Equal(t,
 		"0002"+ // record type MirrorPartitionState
@@ -23,19 +23,33 @@ func TestStateRecordGolden(t *testing.T) {
 			"00000003", // Partition
 		hex.EncodeToString(key))
 	require.Equal(t,
-		"0000"+ // value version 0
+		"0001"+ // value version 1
 			"03"+ // State
 			"00000005"+ // LeaderEpoch
 			"00000009"+ // StateEpoch
 			"0278"+ // ErrorMessage "x" (compact nullable: len+1)
+			"0002"+ // RetryAttempt (version 1+)
+			"03"+ // PreviousState (version 1+)
 			"00", // no tagged fields
 		hex.EncodeToString(value))
 
+	// A version 0 value (written before RetryAttempt and PreviousState) still decodes,
+	// with RetryAttempt 0 and PreviousState UNKNOWN.
+	v0, err := hex.DecodeString("0000" + "03" + "00000005" + "00000009" + "0278" + "00")
+	require.NoError(t, err)
+	old, err := DecodeStateRecord(key, v0)
+	require.NoError(t, err)
+	require.Equal(t, &MirrorPartitionStateValue{State: 3, LeaderEpoch: 5, StateEpoch: 9, ErrorMessage: strp("x"), RetryAttempt: 0, PreviousState: -1}, old.PartitionState)
+	v1, err := DecodeStateRecord(key, value)
+	require.NoError(t, err)
+	require.Equal(t, int16(2), v1.PartitionState.RetryAttempt)
+	require.Equal(t, int8(3), v1.PartitionState.PreviousState)
+
 	_, value = EncodeStateRecord(StateRecord{
 		PartitionStateKey: &MirrorPartitionStateKey{MirrorName: "m1", TopicID: testTopicID, Partition: 3},
-		PartitionState:    &MirrorPartitionStateValue{State: 8, LeaderEpoch: -1},
+		PartitionState:    &MirrorPartitionStateValue{State: 8, LeaderEpoch: -1, RetryAttempt: NonRetryable, PreviousState: -1},
 	})
-	require.Equal(t, "0000"+"08"+"ffffffff"+"00000000"+"00"+"00", hex.EncodeToString(value), "null ErrorMessage is 0")
+	require.Equal(t, "0001"+"08"+"ffffffff"+"00000000"+"00"+"ffff"+"ff"+"00", hex.EncodeToString(value), "null ErrorMessage is 0")
 
 	key, value = EncodeStateRecord(StateRecord{
 		LastMirrorEpochsKey: &LastMirrorEpochsKey{MirrorName: "m1", TopicID: testTopicID, Partition: 3},
@@ -102,8 +116,8 @@ func TestDecodeStateRecordErrors(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, int16(9), re.Type)
 
-	_, err = DecodeStateRecord(key, append([]byte{0, 1}, value[2:]...))
-	require.ErrorIs(t, err, ErrUnknownRecord, "value version 1 is not known yet")
+	_, err = DecodeStateRecord(key, append([]byte{0, 2}, value[2:]...))
+	require.ErrorIs(t, err, ErrUnknownRecord, "value version 2 is not known yet")
 	_, err = DecodeStateRecord(key, append([]byte{0xff, 0xff}, value[2:]...))
 	require.ErrorIs(t, err, ErrUnknownRecord)
 

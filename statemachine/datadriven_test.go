@@ -144,6 +144,8 @@ func buildEvent(t *testing.T, d *datadriven.TestData) Event {
 		return Error{Reason: reason}
 	case "Retry":
 		return Retry{}
+	case "RetryMirroring":
+		return RetryMirroring{}
 	default:
 		d.Fatalf(t, "unknown event %q", name)
 		return nil

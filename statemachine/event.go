@@ -21,6 +21,7 @@ const (
 	EventStopTasksDone
 	EventError
 	EventRetry
+	EventRetryMirroring
 	numEventTypes
 )
 
@@ -38,6 +39,7 @@ var eventNames = [numEventTypes]string{
 	EventStopTasksDone:     "StopTasksDone",
 	EventError:             "Error",
 	EventRetry:             "Retry",
+	EventRetryMirroring:    "RetryMirroring",
 }
 
 // EventTypes returns every event type in declaration order.
@@ -172,6 +174,12 @@ type Error struct {
 // `recover`); it restarts from PREPARING.
 type Retry struct{}
 
+// RetryMirroring: restart a FAILED partition whose previous state was MIRRORING
+// (spec §5.4 row 15: the retry returns to the previous state). Fetching resumes
+// at the local log end, without the LME truncation of PREPARING: what was
+// mirrored stays, and the fetcher's epoch checks handle a divergence.
+type RetryMirroring struct{}
+
 // Type implements Event.
 func (LeaderGained) Type() EventType { return EventLeaderGained }
 
@@ -210,6 +218,9 @@ func (Error) Type() EventType { return EventError }
 
 // Type implements Event.
 func (Retry) Type() EventType { return EventRetry }
+
+// Type implements Event.
+func (RetryMirroring) Type() EventType { return EventRetryMirroring }
 
 // String implements Event.
 func (e LeaderGained) String() string {
@@ -257,6 +268,8 @@ func (e Error) String() string { return fmt.Sprintf("Error(%q)", e.Reason) }
 
 // String implements Event.
 func (Retry) String() string { return "Retry" }
+
+func (RetryMirroring) String() string { return "RetryMirroring" }
 
 // validateLocal checks the local-log fields shared by LeaderGained and
 // StoppedDesired.

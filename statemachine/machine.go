@@ -45,6 +45,8 @@ var moveTable = [...]moveRow{
 	{event: EventError, to: Failed},
 	// Row 15 (later revision: retry / recover): restart from PREPARING.
 	{event: EventRetry, from: []State{Failed}, to: Preparing},
+	// Row 15, previous state MIRRORING: back to MIRRORING, no truncation.
+	{event: EventRetryMirroring, from: []State{Failed}, to: Mirroring},
 }
 
 // lookup finds the move for (from, event) in the table.

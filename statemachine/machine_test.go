@@ -45,6 +45,7 @@ var sampleEvents = []Event{
 	StopTasksDone{},
 	Error{Reason: "boom"},
 	Retry{},
+	RetryMirroring{},
 }
 
 const (
@@ -104,7 +105,8 @@ var wantMoves = map[[2]string]wantMove{
 	{"STOPPED", "Error"}:            {"FAILED", planFailed},
 	{"FAILED", "Error"}:             {"FAILED", planFailed},
 	// Retry / recover.
-	{"FAILED", "Retry"}: {"PREPARING", planPreparing},
+	{"FAILED", "Retry"}:          {"PREPARING", planPreparing},
+	{"FAILED", "RetryMirroring"}: {"MIRRORING", "StartFetcher"},
 }
 
 func mustState(t *testing.T, name string) State {

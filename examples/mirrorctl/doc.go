@@ -7,6 +7,7 @@
 //	mirrorctl --bootstrap-server HOST:PORT --stop     --mirror NAME --topics LIST
 //	mirrorctl --bootstrap-server HOST:PORT --pause    --mirror NAME --topics LIST
 //	mirrorctl --bootstrap-server HOST:PORT --resume   --mirror NAME --topics LIST
+//	mirrorctl --bootstrap-server HOST:PORT --recover  --mirror NAME --topics LIST
 //	mirrorctl --bootstrap-server HOST:PORT --delete   --mirror NAME
 //	mirrorctl --bootstrap-server HOST:PORT --list     [--mirror NAME] [--state STATE] [--source-cluster-id ID]
 //	mirrorctl --bootstrap-server HOST:PORT --describe [--mirror NAME] [--topics REGEX] [--failed]

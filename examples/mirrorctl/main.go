@@ -37,6 +37,7 @@ type options struct {
 	create, start   bool
 	stop, pause     bool
 	resume, del     bool
+	recover         bool
 	list, describe  bool
 	mirror          string
 	topics          string
@@ -75,6 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.stop, "stop", false, "stop mirroring topics (failover: the topics become writable)")
 	fs.BoolVar(&o.pause, "pause", false, "pause mirroring topics")
 	fs.BoolVar(&o.resume, "resume", false, "resume paused mirror topics")
+	fs.BoolVar(&o.recover, "recover", false, "restart the FAILED partitions of mirror topics (retry attempts reset)")
 	fs.BoolVar(&o.del, "delete", false, "delete a cluster mirror (all its topics must be stopped)")
 	fs.BoolVar(&o.list, "list", false, "list cluster mirrors")
 	fs.BoolVar(&o.describe, "describe", false, "describe mirror partitions")
@@ -189,7 +191,7 @@ func (o *options) validate() error {
 		name string
 	}{
 		{o.create, "--create"}, {o.start, "--start"}, {o.stop, "--stop"}, {o.pause, "--pause"},
-		{o.resume, "--resume"}, {o.del, "--delete"}, {o.list, "--list"}, {o.describe, "--describe"},
+		{o.resume, "--resume"}, {o.recover, "--recover"}, {o.del, "--delete"}, {o.list, "--list"}, {o.describe, "--describe"},
 	}
 	var chosen []string
 	for _, a := range actions {
@@ -199,7 +201,7 @@ func (o *options) validate() error {
 	}
 	switch len(chosen) {
 	case 0:
-		return usagef("one action is required: --create, --start, --stop, --pause, --resume, --delete, --list or --describe")
+		return usagef("one action is required: --create, --start, --stop, --pause, --resume, --recover, --delete, --list or --describe")
 	case 1:
 	default:
 		return usagef("only one action may be given, got %s", strings.Join(chosen, " "))
@@ -224,7 +226,7 @@ func (o *options) validate() error {
 	if o.create && o.mirrorConfig == "" {
 		return usagef("--create requires --mirror-config")
 	}
-	lifecycle := o.start || o.stop || o.pause || o.resume
+	lifecycle := o.start || o.stop || o.pause || o.resume || o.recover
 	if lifecycle && strings.TrimSpace(o.topics) == "" {
 		return usagef("%s requires --topics", action)
 	}
@@ -324,6 +326,8 @@ func (c *cli) dispatch(ctx context.Context) error {
 		return c.doPauseResume(ctx, true)
 	case c.o.resume:
 		return c.doPauseResume(ctx, false)
+	case c.o.recover:
+		return c.doRecover(ctx)
 	case c.o.del:
 		return c.doDelete(ctx)
 	case c.o.list:

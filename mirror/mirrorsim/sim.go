@@ -442,6 +442,10 @@ func (r *run) openSite(s *site) error {
 		mirror.WithSourceFactory(r.sourceFactory(s)),
 		mirror.WithPeerFactory(r.peerFactory(s)),
 		mirror.WithClock(func() time.Time { return simEpoch }),
+		// No automatic FAILED retry: its timers and jitter are outside the
+		// simulation's schedule, and a FAILED partition must stay visible to the
+		// invariant checks.
+		mirror.WithFailedRetry(mirror.RetryConfig{}),
 		mirror.WithEvents(func(mirror.StateChange) { r.n.notify() }),
 		mirror.WithLogger(r.log.With("site", s.name)),
 	)

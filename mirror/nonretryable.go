@@ -1,0 +1,72 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// ErrTieredStorage fails a partition whose destination topic has tiered storage enabled
+// (remote.storage.enable=true): a mirror topic's log must stay local, byte for byte with
+// the source (spec §5.5, JR4). Not retried.
+var ErrTieredStorage = errors.New("mirror: tiered storage is enabled on the destination topic (remote.storage.enable=true); mirror topics cannot use tiered storage")
+
+// KeyRemoteStorageEnable is the topic config that turns on tiered storage.
+const KeyRemoteStorageEnable = "remote.storage.enable"
+
+// uleEnabled reports whether unclean leader election on the source is supported for
+// this partition: mirror.support.unclean.leader.election=true as a mirror config, or as
+// a config of the destination topic (as in the prototype; "mirror.*" topic configs are
+// never synced from the source, so the destination's own value holds).
+func (r *reconciler) uleEnabled() bool {
+	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
+		return true
+	}
+	spec, ok := r.m.dest.Topic(r.topic)
+	return ok && spec.Configs[KeyUncleanLeaderElection] == "true"
+}
+
+// failSourceTopics fails, non-retryably, the partitions of the topics whose source
+// the sync cycle found deleted (ErrSourceTopicMissing) or recreated with another topic
+// id (ErrSourceTopicRecreated). A partition already FAILED that way is left alone.
+func (mr *mirrorRuntime) failSourceTopics(st SyncStats) {
+	for _, e := range st.Errors {
+		var se *SyncError
+		if !errors.As(e, &se) || se.Topic == "" ||
+			!(errors.Is(se.Err, ErrSourceTopicMissing) || errors.Is(se.Err, ErrSourceTopicRecreated)) {
+			continue
+		}
+		reason := fmt.Sprintf("source topic %q: %v", se.Topic, se.Err)
+		if errors.Is(se.Err, ErrSourceTopicMissing) {
+			reason = fmt.Sprintf("source topic %q was deleted: %v", se.Topic, se.Err)
+		}
+		for _, r := range mr.m.reconcilersOf(mr) {
+			if r.topic != se.Topic || r.pubRetry.Load() == -1 {
+				continue
+			}
+			r.push(statemachine.Error{Reason: reason, Cause: se.Err})
+		}
+	}
+}
+
+// tieredStorageCheck returns the Error event that fails the partition when its
+// destination topic has tiered storage enabled, the topic is not being stopped and the
+// partition is not failed non-retryably already, stopping or stopped; nil otherwise. It
+// runs before every desired-state step, so the partition fails before PREPARING touches
+// its log.
+func (r *reconciler) tieredStorageCheck() statemachine.Event {
+	ts, found := r.m.ctrl.Topic(r.topic)
+	if !found || ts.Mirror != r.mirror || ts.Desired == statemachine.DesiredStopped || r.nonRetryable {
+		return nil
+	}
+	switch r.state {
+	case statemachine.Stopping, statemachine.Stopped:
+		return nil
+	}
+	spec, ok := r.m.dest.Topic(r.topic)
+	if !ok || spec.Configs[KeyRemoteStorageEnable] != "true" {
+		return nil
+	}
+	return statemachine.Error{Reason: fmt.Sprintf("%s-%d: %v", r.topic, r.partition, ErrTieredStorage), Cause: ErrTieredStorage}
+}
