@@ -144,7 +144,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // printUsage prints the usage text and every flag to w.
 func printUsage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintf(w, "Usage: mirrorctl --bootstrap-server HOST:PORT ACTION [flags]\n"+
-		"Actions: --create --start --stop --pause --resume --delete --list --describe (exactly one).\n"+
+		"Actions: --create --start --stop --pause --resume --recover --delete --list --describe (exactly one).\n"+
 		"--stop, --pause and --resume take --wait: return once every partition reached the state (within --timeout).\n"+
 		"Flags may be written with one dash or two.\n\nFlags:\n")
 	out := fs.Output()
