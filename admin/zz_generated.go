@@ -253,13 +253,19 @@ func (v *CreateClusterMirrorRequest) AppendTo(dst []byte) []byte { return v.appe
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *CreateClusterMirrorRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *CreateClusterMirrorRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("CreateClusterMirrorRequest", version)
 	}
 	*v = CreateClusterMirrorRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("CreateClusterMirrorRequest")
 }
@@ -382,13 +388,19 @@ func (v *CreateClusterMirrorResponse) AppendTo(dst []byte) []byte { return v.app
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *CreateClusterMirrorResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *CreateClusterMirrorResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("CreateClusterMirrorResponse", version)
 	}
 	*v = CreateClusterMirrorResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("CreateClusterMirrorResponse")
 }
@@ -504,7 +516,7 @@ func (v *StartMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 		}
 		switch {
 		case key == 0:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			if n14 := sub.arrayLen(false, 1); n14 >= 0 {
 				a15 := make([]string, n14)
 				for i16 := range a15 {
@@ -633,13 +645,19 @@ func (v *StartMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StartMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StartMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StartMirrorTopicsRequest", version)
 	}
 	*v = StartMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StartMirrorTopicsRequest")
 }
@@ -844,13 +862,19 @@ func (v *StartMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StartMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StartMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StartMirrorTopicsResponse", version)
 	}
 	*v = StartMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StartMirrorTopicsResponse")
 }
@@ -954,7 +978,7 @@ func (v *StopMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 		}
 		switch {
 		case key == 0:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			if n26 := sub.arrayLen(false, 1); n26 >= 0 {
 				a27 := make([]string, n26)
 				for i28 := range a27 {
@@ -1071,13 +1095,19 @@ func (v *StopMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appendT
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StopMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StopMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StopMirrorTopicsRequest", version)
 	}
 	*v = StopMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StopMirrorTopicsRequest")
 }
@@ -1282,13 +1312,19 @@ func (v *StopMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StopMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StopMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StopMirrorTopicsResponse", version)
 	}
 	*v = StopMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StopMirrorTopicsResponse")
 }
@@ -1444,13 +1480,19 @@ func (v *ListClusterMirrorsRequest) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ListClusterMirrorsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ListClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ListClusterMirrorsRequest", version)
 	}
 	*v = ListClusterMirrorsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ListClusterMirrorsRequest")
 }
@@ -1678,13 +1720,19 @@ func (v *ListClusterMirrorsResponse) AppendTo(dst []byte) []byte { return v.appe
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ListClusterMirrorsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ListClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ListClusterMirrorsResponse", version)
 	}
 	*v = ListClusterMirrorsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ListClusterMirrorsResponse")
 }
@@ -1926,13 +1974,19 @@ func (v *DescribeClusterMirrorsRequest) AppendTo(dst []byte) []byte {
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DescribeClusterMirrorsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DescribeClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DescribeClusterMirrorsRequest", version)
 	}
 	*v = DescribeClusterMirrorsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DescribeClusterMirrorsRequest")
 }
@@ -2352,13 +2406,19 @@ func (v *DescribeClusterMirrorsResponse) AppendTo(dst []byte) []byte {
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DescribeClusterMirrorsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DescribeClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DescribeClusterMirrorsResponse", version)
 	}
 	*v = DescribeClusterMirrorsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DescribeClusterMirrorsResponse")
 }
@@ -2608,13 +2668,19 @@ func (v *ReadMirrorStatesRequest) AppendTo(dst []byte) []byte { return v.appendT
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorStatesRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorStatesRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorStatesRequest", version)
 	}
 	*v = ReadMirrorStatesRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorStatesRequest")
 }
@@ -2938,13 +3004,19 @@ func (v *ReadMirrorStatesResponse) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorStatesResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorStatesResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorStatesResponse", version)
 	}
 	*v = ReadMirrorStatesResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorStatesResponse")
 }
@@ -3240,13 +3312,19 @@ func (v *WriteMirrorStatesRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *WriteMirrorStatesRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *WriteMirrorStatesRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("WriteMirrorStatesRequest", version)
 	}
 	*v = WriteMirrorStatesRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("WriteMirrorStatesRequest")
 }
@@ -3529,13 +3607,19 @@ func (v *WriteMirrorStatesResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *WriteMirrorStatesResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *WriteMirrorStatesResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("WriteMirrorStatesResponse", version)
 	}
 	*v = WriteMirrorStatesResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("WriteMirrorStatesResponse")
 }
@@ -3727,13 +3811,19 @@ func (v *PauseMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *PauseMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *PauseMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("PauseMirrorTopicsRequest", version)
 	}
 	*v = PauseMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("PauseMirrorTopicsRequest")
 }
@@ -3938,13 +4028,19 @@ func (v *PauseMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *PauseMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *PauseMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("PauseMirrorTopicsResponse", version)
 	}
 	*v = PauseMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("PauseMirrorTopicsResponse")
 }
@@ -4136,13 +4232,19 @@ func (v *ResumeMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ResumeMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ResumeMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ResumeMirrorTopicsRequest", version)
 	}
 	*v = ResumeMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ResumeMirrorTopicsRequest")
 }
@@ -4347,13 +4449,19 @@ func (v *ResumeMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appe
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ResumeMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ResumeMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ResumeMirrorTopicsResponse", version)
 	}
 	*v = ResumeMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ResumeMirrorTopicsResponse")
 }
@@ -4474,13 +4582,19 @@ func (v *DeleteClusterMirrorsRequest) AppendTo(dst []byte) []byte { return v.app
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DeleteClusterMirrorsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DeleteClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DeleteClusterMirrorsRequest", version)
 	}
 	*v = DeleteClusterMirrorsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DeleteClusterMirrorsRequest")
 }
@@ -4603,13 +4717,19 @@ func (v *DeleteClusterMirrorsResponse) AppendTo(dst []byte) []byte { return v.ap
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DeleteClusterMirrorsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DeleteClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DeleteClusterMirrorsResponse", version)
 	}
 	*v = DeleteClusterMirrorsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DeleteClusterMirrorsResponse")
 }
@@ -4854,13 +4974,19 @@ func (v *BumpLeaderEpochsRequest) AppendTo(dst []byte) []byte { return v.appendT
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *BumpLeaderEpochsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *BumpLeaderEpochsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("BumpLeaderEpochsRequest", version)
 	}
 	*v = BumpLeaderEpochsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("BumpLeaderEpochsRequest")
 }
@@ -5143,13 +5269,19 @@ func (v *BumpLeaderEpochsResponse) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *BumpLeaderEpochsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *BumpLeaderEpochsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("BumpLeaderEpochsResponse", version)
 	}
 	*v = BumpLeaderEpochsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("BumpLeaderEpochsResponse")
 }
@@ -5340,13 +5472,19 @@ func (v *ReadMirrorOffsetsRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorOffsetsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorOffsetsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorOffsetsRequest", version)
 	}
 	*v = ReadMirrorOffsetsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorOffsetsRequest")
 }
@@ -5630,13 +5768,19 @@ func (v *ReadMirrorOffsetsResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorOffsetsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorOffsetsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorOffsetsResponse", version)
 	}
 	*v = ReadMirrorOffsetsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorOffsetsResponse")
 }
