@@ -39,6 +39,7 @@ func TestRunLatencyKfake(t *testing.T) {
 		require.Greater(t, r.Sent, int64(50))
 		require.Equal(t, r.Sent, r.Seen, "every measured record must reach the FileLogs")
 		require.Greater(t, r.P50Ms, 0.0)
+		require.LessOrEqual(t, r.FromAckP99Ms, r.P99Ms)
 		require.GreaterOrEqual(t, r.P99Ms, r.P50Ms)
 		require.GreaterOrEqual(t, r.MaxMs, r.P99Ms)
 	}
@@ -72,13 +73,19 @@ func TestLatencyHelpers(t *testing.T) {
 	rec.observe(v, now)
 	rec.observe(v[:4], now) // too short: ignored
 	require.Equal(t, int64(1), rec.seen(2))
-	require.Equal(t, 7*time.Millisecond, rec.take(2)[0])
+	sent := int64(binary.BigEndian.Uint64(v))
+	fromSend, fromAck := rec.take(2, map[int64]int64{sent: sent + int64(3*time.Millisecond)})
+	require.Equal(t, []time.Duration{7 * time.Millisecond}, fromSend)
+	require.Equal(t, []time.Duration{4 * time.Millisecond}, fromAck)
+	_, fromAck = rec.take(2, map[int64]int64{sent: sent + int64(time.Second)})
+	require.Equal(t, []time.Duration{0}, fromAck, "durable before the ack counts 0")
 
-	goals := latencyGoals([]LatencyResult{{Contender: ContenderKmirror, RateMBps: 10, P99Ms: 5},
-		{Contender: ContenderMM2, RateMBps: 10, P99Ms: 100}})
-	require.Len(t, goals, 1)
-	require.True(t, goals[0].Reached)
-	require.InDelta(t, 0.05, goals[0].Value, 1e-9)
+	goals := latencyGoals([]LatencyResult{{Contender: ContenderKmirror, RateMBps: 10, P99Ms: 5, FromAckP99Ms: 1},
+		{Contender: ContenderMM2, RateMBps: 10, P99Ms: 100, FromAckP99Ms: 5}})
+	require.Len(t, goals, 2)
+	require.False(t, goals[0].Reached, "from ack: 1/5")
+	require.InDelta(t, 0.2, goals[0].Value, 1e-9)
+	require.True(t, goals[1].Reached, "from send: 5/100")
 
 	require.Error(t, LatencyConfig{SourceBrokers: []string{"x:1"}, RecordBytes: 1024, Partitions: 1, Measure: time.Second,
 		Contenders: []string{ContenderRaw}}.Validate())
