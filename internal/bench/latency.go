@@ -120,6 +120,8 @@ type LatencyResult struct {
 	// destination before the drain timeout.
 	Sent int64 `json:"sent"`
 	Seen int64 `json:"seen"`
+	// ProduceErrors are sends the source refused in the window (not in Sent).
+	ProduceErrors int64 `json:"produce_errors,omitempty"`
 	// End-to-end latency (producer send to destination durable), ms.
 	P50Ms  float64 `json:"p50_ms"`
 	P99Ms  float64 `json:"p99_ms"`
@@ -316,15 +318,7 @@ func measureRates(ctx context.Context, cfg *LatencyConfig, name, topic string, r
 	// Until the contender mirrors its first record (MM2 takes seconds to
 	// start), trickle warm-up records at a tenth of the first rate, then let
 	// it catch up with them, so that no start-up backlog is measured.
-	readyCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	warm := make(chan phaseStats, 1)
-	go func() { warm <- p.run(readyCtx, cfg.RatesMBps[0]/10, 3*time.Minute, 0) }()
-	select {
-	case <-rec.first:
-	case <-readyCtx.Done():
-	}
-	cancel()
-	st := <-warm
+	st := p.run(ctx, rec.first, cfg.RatesMBps[0]/10, 3*time.Minute, 0)
 	if rec.seen(0) == 0 {
 		return nil, fmt.Errorf("bench: %s mirrored no record within 3 minutes: %w", name, errors.Join(c.Err(), ctx.Err()))
 	}
@@ -335,9 +329,9 @@ func measureRates(ctx context.Context, cfg *LatencyConfig, name, topic string, r
 	var out []LatencyResult
 	for i, rate := range cfg.RatesMBps {
 		phase := byte(i + 1)
-		p.run(ctx, rate, cfg.Warmup, 0)
-		st := p.run(ctx, rate, cfg.Measure, phase)
-		r := LatencyResult{Contender: name, RateMBps: rate, Sent: st.sent,
+		p.run(ctx, nil, rate, cfg.Warmup, 0)
+		st := p.run(ctx, nil, rate, cfg.Measure, phase)
+		r := LatencyResult{Contender: name, RateMBps: rate, Sent: st.sent, ProduceErrors: st.errs,
 			AchievedMBps: float64(st.sent) * float64(cfg.RecordBytes) / 1e6 / st.elapsed.Seconds()}
 		r.AckP50Ms, r.AckP99Ms = quantileMs(st.acks, 0.50), quantileMs(st.acks, 0.99)
 		if err := drain(ctx, rec, phase, st.sent, c); err != nil {
@@ -397,7 +391,7 @@ type rateProducer struct {
 	mu        sync.Mutex
 	acks      []time.Duration // of the phase being measured
 	ackAt     map[int64]int64 // send time to acknowledgement time, same phase
-	errs      int64
+	ok, errs  int64           // records acknowledged and failed in this run
 }
 
 func newRateProducer(cfg *LatencyConfig, topic string) (*rateProducer, error) {
@@ -420,22 +414,25 @@ func (p *rateProducer) close() { p.cl.Close() }
 
 // phaseStats is what one run of the producer did.
 type phaseStats struct {
+	// sent counts the records the source acknowledged (failed sends are
+	// counted in the producer's errs and never reach a destination).
 	sent    int64
+	errs    int64
 	elapsed time.Duration
 	acks    []time.Duration
 	ackAt   map[int64]int64
 }
 
-// run produces at rate MB/s for d (or until ctx ends), tagging the records
-// with phase, then waits for their acknowledgements.
-func (p *rateProducer) run(ctx context.Context, rate float64, d time.Duration, phase byte) phaseStats {
+// run produces at rate MB/s for d (or until ctx ends or until closes),
+// tagging the records with phase, then waits for their acknowledgements.
+func (p *rateProducer) run(ctx context.Context, until <-chan struct{}, rate float64, d time.Duration, phase byte) phaseStats {
 	perSec := rate * 1e6 / float64(p.recBytes)
 	start := time.Now()
 	tick := time.NewTicker(time.Millisecond) // pacing, not a wait for a condition
 	defer tick.Stop()
 	var sent int64
 	p.mu.Lock()
-	p.acks, p.ackAt = nil, map[int64]int64{}
+	p.acks, p.ackAt, p.ok, p.errs = nil, map[int64]int64{}, 0, 0
 	p.mu.Unlock()
 	for el := time.Duration(0); el < d; el = time.Since(start) {
 		for due := int64(perSec * el.Seconds()); sent < due; sent++ {
@@ -446,7 +443,9 @@ func (p *rateProducer) run(ctx context.Context, rate float64, d time.Duration, p
 		}
 		select {
 		case <-ctx.Done():
-			return phaseStats{sent: sent, elapsed: time.Since(start)}
+			return phaseStats{elapsed: time.Since(start)}
+		case <-until:
+			d = 0
 		case <-tick.C:
 		}
 	}
@@ -454,7 +453,7 @@ func (p *rateProducer) run(ctx context.Context, rate float64, d time.Duration, p
 	_ = p.cl.Flush(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return phaseStats{sent: sent, elapsed: elapsed, acks: p.acks, ackAt: p.ackAt}
+	return phaseStats{sent: p.ok, errs: p.errs, elapsed: elapsed, acks: p.acks, ackAt: p.ackAt}
 }
 
 func (p *rateProducer) promise(r *kgo.Record, err error) {
@@ -464,6 +463,7 @@ func (p *rateProducer) promise(r *kgo.Record, err error) {
 		p.errs++
 		return
 	}
+	p.ok++
 	if r.Value[8] != 0 {
 		now, sent := time.Now().UnixNano(), int64(binary.BigEndian.Uint64(r.Value))
 		p.acks = append(p.acks, time.Duration(now-sent))

@@ -108,8 +108,8 @@ func LatencyChart(rep *LatencyReport) ([]byte, error) {
 		title string
 		rows  []chartRow
 	}{
-		{"P50 LATENCY MS  SOURCE ACK TO DESTINATION DURABLE  (LABEL = CONTENDER MB/S)", rows(func(r LatencyResult) float64 { return r.FromAckP50Ms })},
-		{"P99 LATENCY MS  SOURCE ACK TO DESTINATION DURABLE  (LOWER IS BETTER)", rows(func(r LatencyResult) float64 { return r.FromAckP99Ms })},
+		{"P50 MS  SOURCE ACK TO DESTINATION DURABLE  (CONTENDER MB/S)", rows(func(r LatencyResult) float64 { return r.FromAckP50Ms })},
+		{"P99 MS  SOURCE ACK TO DESTINATION DURABLE  (LOWER IS BETTER)", rows(func(r LatencyResult) float64 { return r.FromAckP99Ms })},
 	}
 	panelH := titleH + len(rep.Results)*(barH+rowGap) + rowGap
 	img := image.NewRGBA(image.Rect(0, 0, chartW, panelH*len(panels)))
