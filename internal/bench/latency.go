@@ -43,6 +43,9 @@ type LatencyConfig struct {
 	MM2HeapOpts  []string
 	// WorkDir holds kmirror's FileLogs and MM2's files (default a temp dir).
 	WorkDir string
+	// KmirrorNoFsync is a diagnostic: kmirror's FileLogs use FsyncNever, so
+	// "durable" becomes "appended" (as MM2's target acknowledges).
+	KmirrorNoFsync bool
 	// ResultsJSON, Markdown and Chart are the output files; empty skips one.
 	ResultsJSON, Markdown, Chart string
 	// KafkaVersion and Command are recorded in the report.
@@ -141,21 +144,23 @@ type LatencyResult struct {
 
 // LatencyReport is everything one latency run measured.
 type LatencyReport struct {
-	Started       time.Time       `json:"started"`
-	Command       string          `json:"command"`
-	KafkaVersion  string          `json:"kafka_version"`
-	SourceBrokers []string        `json:"source_brokers"`
-	DestBrokers   []string        `json:"dest_brokers"`
-	Machine       Machine         `json:"machine"`
-	Partitions    int32           `json:"partitions"`
-	RecordBytes   int             `json:"record_bytes"`
-	WarmupSeconds float64         `json:"warmup_seconds"`
-	MeasureSecs   float64         `json:"measure_seconds"`
-	MM2Tasks      int             `json:"mm2_tasks"`
-	LoadBefore    float64         `json:"load_before"`
-	LoadAfter     float64         `json:"load_after"`
-	Results       []LatencyResult `json:"results"`
-	Goals         []Goal          `json:"goals"`
+	Started       time.Time `json:"started"`
+	Command       string    `json:"command"`
+	KafkaVersion  string    `json:"kafka_version"`
+	SourceBrokers []string  `json:"source_brokers"`
+	DestBrokers   []string  `json:"dest_brokers"`
+	Machine       Machine   `json:"machine"`
+	Partitions    int32     `json:"partitions"`
+	RecordBytes   int       `json:"record_bytes"`
+	WarmupSeconds float64   `json:"warmup_seconds"`
+	MeasureSecs   float64   `json:"measure_seconds"`
+	MM2Tasks      int       `json:"mm2_tasks"`
+	// KmirrorNoFsync: a diagnostic run whose kmirror FileLogs never fsync.
+	KmirrorNoFsync bool            `json:"kmirror_no_fsync,omitempty"`
+	LoadBefore     float64         `json:"load_before"`
+	LoadAfter      float64         `json:"load_after"`
+	Results        []LatencyResult `json:"results"`
+	Goals          []Goal          `json:"goals"`
 }
 
 // latencyHeader is the prefix of every record value: the send time (Unix
@@ -244,7 +249,7 @@ func RunLatency(ctx context.Context, cfg LatencyConfig) (*LatencyReport, error) 
 	rep := &LatencyReport{Started: time.Now().UTC(), Command: cfg.Command, KafkaVersion: cfg.KafkaVersion,
 		SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers, Machine: machineInfo(),
 		Partitions: cfg.Partitions, RecordBytes: cfg.RecordBytes, WarmupSeconds: cfg.Warmup.Seconds(),
-		MeasureSecs: cfg.Measure.Seconds(), MM2Tasks: cfg.MM2Tasks, LoadBefore: loadAvg()}
+		MeasureSecs: cfg.Measure.Seconds(), MM2Tasks: cfg.MM2Tasks, KmirrorNoFsync: cfg.KmirrorNoFsync, LoadBefore: loadAvg()}
 	for _, name := range cfg.Contenders {
 		rep.Results = append(rep.Results, runLatencyContender(ctx, &cfg, name)...)
 	}

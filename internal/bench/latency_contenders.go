@@ -49,8 +49,12 @@ func startKmirrorLatency(_ context.Context, cfg *LatencyConfig, topic string, re
 		return nil, err
 	}
 	k := &kmirrorLatency{rec: rec, src: src, notes: make(chan progressNote, 1<<16), done: make(chan struct{})}
+	opts := fetcher.FileLogOptions{Fsync: fetcher.FsyncEveryAppend}
+	if cfg.KmirrorNoFsync {
+		opts.Fsync = fetcher.FsyncNever
+	}
 	for p := range cfg.Partitions {
-		l, err := fetcher.OpenFileLog(fetcher.PartitionDir(dir, topic, p), fetcher.FileLogOptions{Fsync: fetcher.FsyncEveryAppend})
+		l, err := fetcher.OpenFileLog(fetcher.PartitionDir(dir, topic, p), opts)
 		if err == nil {
 			_, err = l.BumpLeaderEpoch(localLeaderEpoch)
 		}

@@ -103,7 +103,7 @@ func run() int {
 		lc := bench.LatencyConfig{SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers,
 			RecordBytes: *recordBytes, Partitions: int32(*partitions), Warmup: *warmup, Measure: *measure,
 			MM2Tasks: *mm2Tasks, WorkDir: *workDir, ResultsJSON: *latJSON, Markdown: *md, Chart: *latChart,
-			KafkaVersion: *kafkaVersion, Command: cfg.Command, Log: cfg.Log}
+			KafkaVersion: *kafkaVersion, Command: cfg.Command, Log: cfg.Log, KmirrorNoFsync: *noFsync}
 		return runLatency(ctx, lc, *rates, *contenders, *render, *mm2Script)
 	}
 	for _, c := range cfg.Contenders {
