@@ -28,6 +28,8 @@ import (
 const (
 	childEnv       = "KMIRROR_ADMIN_SERVER_CHILD"
 	childNoFileEnv = "KMIRROR_ADMIN_CHILD_NOFILE"
+	// childExtraEnv mounts Fetch v12 as an Extra key answering empty.
+	childExtraEnv = "KMIRROR_ADMIN_CHILD_EXTRA"
 )
 
 func TestServerChild(t *testing.T) {
@@ -50,9 +52,16 @@ func TestServerChild(t *testing.T) {
 	h := &funcHandler{fn: func(_ context.Context, _ *RequestContext, req kmsg.Request) (kmsg.Response, error) {
 		return req.ResponseKind(), nil
 	}}
-	srv, err := NewServer(ServerConfig{Handler: h, OnError: func(err error) {
+	cfg := ServerConfig{Handler: h, OnError: func(err error) {
 		say("err %s", strings.ReplaceAll(err.Error(), "\n", " "))
-	}})
+	}}
+	if os.Getenv(childExtraEnv) != "" {
+		cfg.Extra = []ExtraAPI{{Key: 1, MinVersion: 12, MaxVersion: 12,
+			Serve: func(context.Context, *RequestContext, kmsg.Request) (kmsg.Response, error) {
+				return kmsg.NewPtrFetchResponse(), nil
+			}}}
+	}
+	srv, err := NewServer(cfg)
 	if err != nil {
 		say("fatal %v", err)
 		os.Exit(2)

@@ -23,12 +23,14 @@ const (
 	// over all connections (256).
 	DefaultMaxInFlightRequests = 256
 	// DefaultMaxInFlightBytes is the default bound on the memory of the
-	// requests in flight over all connections (256 MiB); a frame is charged
-	// twice its size, its bytes and its decoded form (see frameCharge).
+	// requests in flight over all connections (256 MiB); a mirror RPC frame is
+	// charged twice its size (its bytes and its decoded form), an Extra frame
+	// 22 times (see frameCharge).
 	DefaultMaxInFlightBytes = 256 << 20
 	// DefaultMaxExtraRequestSize is the default frame limit of Extra keys
-	// (16 MiB): sixteen times a producer's default max.request.size.
-	DefaultMaxExtraRequestSize = 16 << 20
+	// (8 MiB): eight times a producer's default max.request.size, and 176 MiB
+	// of the in-flight budget once decoded.
+	DefaultMaxExtraRequestSize = 8 << 20
 )
 
 // Accept backoff after a temporary error, as net/http: 5 ms doubling to 1 s.
@@ -73,7 +75,10 @@ func (cfg *ServerConfig) applyLimits() error {
 		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
 	// A frame must always fit in the byte budget, or it would wait forever.
-	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.frameLimit()))
+	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxRequestSize, false))
+	if len(cfg.Extra) > 0 {
+		cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxExtraRequestSize, true))
+	}
 	return nil
 }
 

@@ -67,17 +67,18 @@ type ServerConfig struct {
 	// as Kafka does. 0 means DefaultMaxInFlightRequests.
 	MaxInFlightRequests int
 	// MaxInFlightBytes bounds the memory of the requests held by all
-	// connections together (as Kafka's queued.max.request.bytes): a frame is
-	// charged twice its size (its bytes and its decoded form) from its size
-	// prefix until its answer is written. 0 means DefaultMaxInFlightBytes; it
-	// is raised to twice the largest frame limit when below it.
+	// connections together (as Kafka's queued.max.request.bytes): a mirror RPC
+	// frame is charged twice its size (its bytes and its decoded form), an
+	// Extra frame 22 times (kmsg's worst decoding), from its size prefix until
+	// its answer is written. 0 means DefaultMaxInFlightBytes; it is raised to
+	// the charge of the largest frame when below it.
 	MaxInFlightBytes int64
 	// MaxDecodedElements bounds the array elements decoded from one mirror
 	// RPC request (ErrTooLarge, answered INVALID_REQUEST). 0 means
 	// DefaultMaxDecodedElements.
 	MaxDecodedElements int
 	// MaxExtraRequestSize bounds a request frame of an Extra key: kmsg's
-	// decoders allocate up to ~50x the frame for empty array elements, so
+	// decoders allocate up to 22 times the frame for empty array elements, so
 	// their frames get a lower limit than MaxRequestSize. 0 means
 	// DefaultMaxExtraRequestSize.
 	MaxExtraRequestSize int32
