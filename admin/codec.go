@@ -9,8 +9,8 @@ import (
 
 //go:generate go run ../internal/admingen -in definitions -out zz_generated.go
 
-// Decoding errors. Every error returned by a ReadFrom method wraps exactly
-// one of them.
+// Decoding errors. Every error returned by a ReadFrom or ReadFromLimit method
+// wraps exactly one of them.
 var (
 	// ErrTruncated: the input ended before the message did.
 	ErrTruncated = errors.New("admin: truncated message")
@@ -19,7 +19,18 @@ var (
 	ErrMalformed = errors.New("admin: malformed message")
 	// ErrUnsupportedVersion: the message version is outside its valid range.
 	ErrUnsupportedVersion = errors.New("admin: unsupported version")
+	// ErrTooLarge: the message holds more array elements than the decoder
+	// was allowed to allocate (ReadFromLimit, ServerConfig.MaxDecodedElements).
+	ErrTooLarge = errors.New("admin: message exceeds the decode limit")
 )
+
+// DefaultMaxDecodedElements is the number of array elements (of every array of
+// a message together) ReadFrom decodes before it fails with ErrTooLarge:
+// 1,048,576. It bounds the memory of a decoded message independently of its
+// size: an element is at most a few dozen bytes of Go memory (the decoded
+// strings and bytes themselves are copies of at most the input's bytes),
+// whereas the smallest encoded element is one byte.
+const DefaultMaxDecodedElements = 1 << 20
 
 // DecodeError says which message failed to decode and why.
 type DecodeError struct {
@@ -50,13 +61,19 @@ func unsupportedVersion(msg string, version int16) error {
 type decoder struct {
 	kbin.Reader
 	total  int
+	elems  int    // array elements this decoder may still allocate
 	reason string // first semantic error, "" if none
 	at     int
+	large  bool // the error is the element limit (ErrTooLarge)
 }
 
-func newDecoder(src []byte) *decoder {
-	return &decoder{Reader: kbin.Reader{Src: src}, total: len(src)}
+func newDecoder(src []byte, maxElements int) *decoder {
+	return &decoder{Reader: kbin.Reader{Src: src}, total: len(src), elems: max(maxElements, 0)}
 }
+
+// sub returns a decoder for a tagged field's bytes sharing d's element budget
+// (absorb hands the rest back).
+func (d *decoder) sub(src []byte) *decoder { return newDecoder(src, d.elems) }
 
 // Ok reports whether no read has failed and no semantic error was recorded.
 func (d *decoder) Ok() bool { return d.reason == "" && d.Reader.Ok() }
@@ -89,6 +106,12 @@ func (d *decoder) arrayLen(nullable bool, minElem int) int {
 		d.fail("array of %d elements cannot fit in %d remaining bytes", n, len(d.Src))
 		return -2
 	}
+	if n > int64(d.elems) {
+		d.fail("array of %d elements exceeds the decode limit (%d elements left)", n, d.elems)
+		d.large = true
+		return -2
+	}
+	d.elems -= int(n)
 	return int(n)
 }
 
@@ -123,6 +146,8 @@ func (d *decoder) compactBytes(nullable bool) []byte {
 // absorb checks that the tagged field decoded by sub used all its bytes and
 // carries any error of sub into d.
 func (d *decoder) absorb(sub *decoder, field string) {
+	d.elems = sub.elems
+	d.large = d.large || (sub.large && d.reason == "")
 	switch {
 	case sub.reason != "":
 		d.fail("tagged field %s: %s", field, sub.reason)
@@ -136,6 +161,8 @@ func (d *decoder) absorb(sub *decoder, field string) {
 // finish turns the decoder state into the ReadFrom result.
 func (d *decoder) finish(msg string) error {
 	switch {
+	case d.reason != "" && d.large:
+		return &DecodeError{Message: msg, Offset: d.at, Reason: d.reason, Err: ErrTooLarge}
 	case d.reason != "":
 		return &DecodeError{Message: msg, Offset: d.at, Reason: d.reason, Err: ErrMalformed}
 	case !d.Reader.Ok():

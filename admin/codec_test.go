@@ -325,28 +325,28 @@ func TestKmsgInterfaces(t *testing.T) {
 }
 
 func TestDecoderHelpers(t *testing.T) {
-	d := newDecoder([]byte{0x03, 'a', 'b', 0x00})
+	d := newDecoder([]byte{0x03, 'a', 'b', 0x00}, DefaultMaxDecodedElements)
 	require.Equal(t, []byte("ab"), d.compactBytes(false))
 	require.Nil(t, d.compactBytes(true))
 	require.NoError(t, d.finish("x"))
 
-	d = newDecoder([]byte{0x00})
+	d = newDecoder([]byte{0x00}, DefaultMaxDecodedElements)
 	require.Nil(t, d.compactBytes(false))
 	require.ErrorIs(t, d.finish("x"), ErrMalformed)
 
-	d = newDecoder(nil)
+	d = newDecoder(nil, DefaultMaxDecodedElements)
 	require.Nil(t, d.compactBytes(true))
 	require.ErrorIs(t, d.finish("x"), ErrTruncated)
 
 	// A semantic failure stops later reads.
-	d = newDecoder([]byte{0x00, 0x01})
+	d = newDecoder([]byte{0x00, 0x01}, DefaultMaxDecodedElements)
 	_ = d.compactString()
 	require.False(t, d.Ok())
 	require.Equal(t, int32(0), d.Int32())
 	require.ErrorIs(t, d.finish("x"), ErrMalformed)
 
 	// Big-length claims do not allocate: rejected against remaining input.
-	d = newDecoder(kbin.AppendUvarint(nil, 1<<31))
+	d = newDecoder(kbin.AppendUvarint(nil, 1<<31), DefaultMaxDecodedElements)
 	require.Equal(t, -2, d.arrayLen(true, 1))
 
 	s := "x"

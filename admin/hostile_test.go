@@ -16,7 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestHostileFrames throws 10,000 random, truncated and oversized frames at
+// TestHostileFrames throws 10,000 random, truncated, oversized and
+// amplification frames (many empty strings, the cheapest element to send) at
 // the server over raw TCP, then checks that it still serves and that its
 // goroutines are gone once the connections are.
 func TestHostileFrames(t *testing.T) {
@@ -25,7 +26,8 @@ func TestHostileFrames(t *testing.T) {
 	h := &funcHandler{fn: func(_ context.Context, _ *RequestContext, req kmsg.Request) (kmsg.Response, error) {
 		return req.ResponseKind(), nil
 	}}
-	srv, err := NewServer(ServerConfig{Handler: h, MaxRequestSize: maxSize})
+	const maxElems = 64
+	srv, err := NewServer(ServerConfig{Handler: h, MaxRequestSize: maxSize, MaxDecodedElements: maxElems})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -83,7 +85,7 @@ func TestHostileFrames(t *testing.T) {
 	var answered, closes int
 	for i := 0; i < frames; i++ {
 		corr := int32(i)
-		switch kind := rng.Intn(20); {
+		switch kind := rng.Intn(22); {
 		case kind < 12: // valid header, random or mutated body: always answered
 			a := apiTable[rng.Intn(len(apiTable))]
 			var body []byte
@@ -126,6 +128,22 @@ func TestHostileFrames(t *testing.T) {
 			require.True(t, closed)
 			closes++
 			dial()
+		case kind >= 20: // amplification: answered, INVALID_REQUEST past the element limit
+			n := rng.Intn(maxSize - 64)
+			_, _ = conn.Write(emptyStringsFrame(corr, n, 0))
+			frame, closed := readAnswer()
+			require.False(t, closed, "frame %d: amplification frame must be answered", i)
+			r := kbin.Reader{Src: frame}
+			require.Equal(t, corr, r.Int32())
+			kmsg.SkipTags(&r)
+			resp := NewPtrListClusterMirrorsResponse()
+			require.NoError(t, resp.ReadFrom(r.Src))
+			if n > maxElems {
+				require.Equal(t, int16(CodeInvalidRequest), resp.ErrorCode, "frame %d: %d elements", i, n)
+			} else {
+				require.Zero(t, resp.ErrorCode, "frame %d: %d elements", i, n)
+			}
+			answered++
 		default: // frame cut short by a client that goes away
 			body := header(KeyReadMirrorStates, 0, corr)
 			_, _ = conn.Write(binary.BigEndian.AppendUint32(nil, uint32(len(body)+100)))

@@ -6,12 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
 )
 
 // DefaultMaxRequestSize is the default limit on a request frame (100 MiB,
@@ -46,6 +47,41 @@ type ServerConfig struct {
 	// plane); ApiVersions advertises them too. Keys must be distinct, known
 	// to kmsg, and neither ApiVersions nor a mirror RPC.
 	Extra []ExtraAPI
+
+	// Limits (see limits.go for the defaults and what each one bounds).
+
+	// IdleTimeout closes a connection on which no request starts for this
+	// long. 0 means DefaultIdleTimeout; negative disables it.
+	IdleTimeout time.Duration
+	// ReadTimeout bounds the TLS handshake and the reading of one request
+	// from its first byte to its last, so a peer sending a partial frame
+	// (slowloris) is cut. 0 means DefaultReadTimeout; negative disables it.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response. 0 means
+	// DefaultWriteTimeout; negative disables it.
+	WriteTimeout time.Duration
+	// MaxInFlightRequests bounds the requests being read, handled or
+	// answered by all connections together; a connection waits for a slot
+	// before it reads a request body. A connection has at most one request in
+	// flight: its next request is read once the previous answer is written,
+	// as Kafka does. 0 means DefaultMaxInFlightRequests.
+	MaxInFlightRequests int
+	// MaxInFlightBytes bounds the memory of the requests held by all
+	// connections together (as Kafka's queued.max.request.bytes): a mirror RPC
+	// frame is charged twice its size (its bytes and its decoded form), an
+	// Extra frame 22 times (kmsg's worst decoding), from its size prefix until
+	// its answer is written. 0 means DefaultMaxInFlightBytes; it is raised to
+	// the charge of the largest frame when below it.
+	MaxInFlightBytes int64
+	// MaxDecodedElements bounds the array elements decoded from one mirror
+	// RPC request (ErrTooLarge, answered INVALID_REQUEST). 0 means
+	// DefaultMaxDecodedElements.
+	MaxDecodedElements int
+	// MaxExtraRequestSize bounds a request frame of an Extra key: kmsg's
+	// decoders allocate up to 22 times the frame for empty array elements, so
+	// their frames get a lower limit than MaxRequestSize. 0 means
+	// DefaultMaxExtraRequestSize.
+	MaxExtraRequestSize int32
 }
 
 // DefaultPrincipal returns "User:<subject>" of the TLS client certificate if
@@ -69,6 +105,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// requests and bytes are the in-flight budgets (MaxInFlightRequests,
+	// MaxInFlightBytes).
+	requests, bytes *semaphore.Weighted
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
@@ -90,18 +129,23 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Principal == nil {
 		cfg.Principal = DefaultPrincipal
 	}
+	if err := cfg.applyLimits(); err != nil {
+		return nil, err
+	}
 	extra, err := checkExtra(cfg.Extra)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		cfg:    cfg,
-		extra:  extra,
-		ctx:    ctx,
-		cancel: cancel,
-		lns:    map[net.Listener]struct{}{},
-		conns:  map[net.Conn]struct{}{},
+		cfg:      cfg,
+		extra:    extra,
+		ctx:      ctx,
+		cancel:   cancel,
+		requests: semaphore.NewWeighted(int64(cfg.MaxInFlightRequests)),
+		bytes:    semaphore.NewWeighted(cfg.MaxInFlightBytes),
+		lns:      map[net.Listener]struct{}{},
+		conns:    map[net.Conn]struct{}{},
 	}, nil
 }
 
@@ -123,6 +167,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		_ = ln.Close()
 	}()
+	var backoff acceptBackoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -132,12 +177,16 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if !temporaryAcceptError(err) {
+				return err
 			}
-			return err
+			s.report(fmt.Errorf("admin: accept on %s: %w; retrying in %v", ln.Addr(), err, backoff.next()))
+			if !backoff.wait(s.ctx) {
+				return ErrServerClosed
+			}
+			continue
 		}
+		backoff.reset()
 		if s.cfg.TLS != nil {
 			c = tls.Server(c, s.cfg.TLS)
 		}
@@ -188,77 +237,6 @@ type errClose struct{ reason string }
 // Error implements error.
 func (e *errClose) Error() string { return "admin: closing connection: " + e.reason }
 
-func (s *Server) serveConn(c net.Conn) {
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		_ = c.Close()
-	}()
-	if tc, ok := c.(*tls.Conn); ok {
-		if err := tc.HandshakeContext(s.ctx); err != nil {
-			s.report(fmt.Errorf("admin: TLS handshake with %s: %w", c.RemoteAddr(), err))
-			return
-		}
-	}
-	principal := s.cfg.Principal(c)
-	remote := c.RemoteAddr().String()
-	var sizeBuf [4]byte
-	var frame []byte
-	for {
-		if _, err := io.ReadFull(c, sizeBuf[:]); err != nil {
-			return // EOF or closed: nothing to report
-		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > s.cfg.MaxRequestSize {
-			s.report(fmt.Errorf("admin: request of %d bytes from %s (limit %d)", size, remote, s.cfg.MaxRequestSize))
-			return
-		}
-		var err error
-		if frame, err = readFrame(c, frame[:0], int(size)); err != nil {
-			return
-		}
-		out, keep, err := s.handleFrame(frame, principal, remote)
-		if err != nil {
-			s.report(err)
-		}
-		if out != nil {
-			if _, werr := c.Write(out); werr != nil {
-				s.report(fmt.Errorf("admin: write to %s: %w", remote, werr))
-				return
-			}
-		}
-		if !keep {
-			return
-		}
-		if cap(frame) > 1<<20 {
-			frame = nil // do not pin a large buffer for the connection's life
-		}
-	}
-}
-
-// readFrame reads n bytes into buf, growing it as data arrives so that a
-// peer announcing a large frame without sending it cannot make the server
-// allocate the announced size up front.
-func readFrame(r io.Reader, buf []byte, n int) ([]byte, error) {
-	const chunk = 64 << 10
-	for len(buf) < n {
-		want := min(n-len(buf), chunk)
-		if cap(buf)-len(buf) < want {
-			grown := make([]byte, len(buf), min(n, max(2*cap(buf), len(buf)+want)))
-			copy(grown, buf)
-			buf = grown
-		}
-		m, err := io.ReadFull(r, buf[len(buf):len(buf)+want])
-		buf = buf[:len(buf)+m]
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
-}
-
 // header is a parsed request header (v1 or v2).
 type header struct {
 	key, version int16
@@ -281,7 +259,13 @@ func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte
 		return s.handleAPIVersions(h, r)
 	}
 	if e, ok := s.extra[h.key]; ok {
+		if len(frame) > int(s.cfg.MaxExtraRequestSize) {
+			return nil, false, &errClose{fmt.Sprintf("key %d request of %d bytes from %s (limit %d)", h.key, len(frame), remote, s.cfg.MaxExtraRequestSize)}
+		}
 		return s.handleExtra(e, h, r, principal, remote)
+	}
+	if len(frame) > int(s.cfg.MaxRequestSize) {
+		return nil, false, &errClose{fmt.Sprintf("key %d request of %d bytes from %s (limit %d)", h.key, len(frame), remote, s.cfg.MaxRequestSize)}
 	}
 	req, ok := NewRequest(h.key, h.version)
 	if !ok {
@@ -297,7 +281,7 @@ func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte
 		Key: h.key, Version: h.version, CorrelationID: h.correlation}
 	var resp kmsg.Response
 	keep = true
-	if derr := req.ReadFrom(r.Src); derr != nil {
+	if derr := decodeRequest(req, r.Src, s.cfg.MaxDecodedElements); derr != nil {
 		resp = errorResponse(req, CodeInvalidRequest, derr.Error())
 		err = fmt.Errorf("admin: request from %s: %w", remote, derr)
 	} else {

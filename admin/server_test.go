@@ -267,6 +267,11 @@ func (r *rawConn) send(req kmsg.Request) int32 {
 // readFrame reads one response frame; io.EOF when the server closed.
 func (r *rawConn) readFrame() ([]byte, error) {
 	require.NoError(r.t, r.c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	return r.readFrameNoDeadline()
+}
+
+// readFrameNoDeadline is readFrame with the connection's deadline as set.
+func (r *rawConn) readFrameNoDeadline() ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r.c, size[:]); err != nil {
 		return nil, err

@@ -258,13 +258,19 @@ func (v *CreateClusterMirrorRequest) AppendTo(dst []byte) []byte { return v.appe
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *CreateClusterMirrorRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *CreateClusterMirrorRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("CreateClusterMirrorRequest", version)
 	}
 	*v = CreateClusterMirrorRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("CreateClusterMirrorRequest")
 }
@@ -387,13 +393,19 @@ func (v *CreateClusterMirrorResponse) AppendTo(dst []byte) []byte { return v.app
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *CreateClusterMirrorResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *CreateClusterMirrorResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("CreateClusterMirrorResponse", version)
 	}
 	*v = CreateClusterMirrorResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("CreateClusterMirrorResponse")
 }
@@ -509,7 +521,7 @@ func (v *StartMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 		}
 		switch {
 		case key == 0:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			if n14 := sub.arrayLen(false, 1); n14 >= 0 {
 				a15 := make([]string, n14)
 				for i16 := range a15 {
@@ -638,13 +650,19 @@ func (v *StartMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StartMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StartMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StartMirrorTopicsRequest", version)
 	}
 	*v = StartMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StartMirrorTopicsRequest")
 }
@@ -849,13 +867,19 @@ func (v *StartMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StartMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StartMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StartMirrorTopicsResponse", version)
 	}
 	*v = StartMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StartMirrorTopicsResponse")
 }
@@ -959,7 +983,7 @@ func (v *StopMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 		}
 		switch {
 		case key == 0:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			if n26 := sub.arrayLen(false, 1); n26 >= 0 {
 				a27 := make([]string, n26)
 				for i28 := range a27 {
@@ -1076,13 +1100,19 @@ func (v *StopMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appendT
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StopMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StopMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StopMirrorTopicsRequest", version)
 	}
 	*v = StopMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StopMirrorTopicsRequest")
 }
@@ -1287,13 +1317,19 @@ func (v *StopMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *StopMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *StopMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("StopMirrorTopicsResponse", version)
 	}
 	*v = StopMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("StopMirrorTopicsResponse")
 }
@@ -1449,13 +1485,19 @@ func (v *ListClusterMirrorsRequest) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ListClusterMirrorsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ListClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ListClusterMirrorsRequest", version)
 	}
 	*v = ListClusterMirrorsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ListClusterMirrorsRequest")
 }
@@ -1683,13 +1725,19 @@ func (v *ListClusterMirrorsResponse) AppendTo(dst []byte) []byte { return v.appe
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ListClusterMirrorsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ListClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ListClusterMirrorsResponse", version)
 	}
 	*v = ListClusterMirrorsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ListClusterMirrorsResponse")
 }
@@ -1931,13 +1979,19 @@ func (v *DescribeClusterMirrorsRequest) AppendTo(dst []byte) []byte {
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DescribeClusterMirrorsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DescribeClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DescribeClusterMirrorsRequest", version)
 	}
 	*v = DescribeClusterMirrorsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DescribeClusterMirrorsRequest")
 }
@@ -2349,23 +2403,23 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) readFrom(d *decoder
 		}
 		switch {
 		case key == 0:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			v.TimeLagMs = sub.Int64()
 			d.absorb(sub, "TimeLagMs")
 		case key == 1:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			v.LastFetchTimestamp = sub.Int64()
 			d.absorb(sub, "LastFetchTimestamp")
 		case key == 2:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			v.SourceErrorCode = sub.Int16()
 			d.absorb(sub, "SourceErrorCode")
 		case key == 3:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			v.SourceErrorMessage = sub.CompactNullableString()
 			d.absorb(sub, "SourceErrorMessage")
 		case key == 4:
-			sub := newDecoder(val)
+			sub := d.sub(val)
 			v.SourceUnreachableSince = sub.Int64()
 			d.absorb(sub, "SourceUnreachableSince")
 		default:
@@ -2427,13 +2481,19 @@ func (v *DescribeClusterMirrorsResponse) AppendTo(dst []byte) []byte {
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DescribeClusterMirrorsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DescribeClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DescribeClusterMirrorsResponse", version)
 	}
 	*v = DescribeClusterMirrorsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DescribeClusterMirrorsResponse")
 }
@@ -2683,13 +2743,19 @@ func (v *ReadMirrorStatesRequest) AppendTo(dst []byte) []byte { return v.appendT
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorStatesRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorStatesRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorStatesRequest", version)
 	}
 	*v = ReadMirrorStatesRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorStatesRequest")
 }
@@ -3013,13 +3079,19 @@ func (v *ReadMirrorStatesResponse) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorStatesResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorStatesResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorStatesResponse", version)
 	}
 	*v = ReadMirrorStatesResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorStatesResponse")
 }
@@ -3315,13 +3387,19 @@ func (v *WriteMirrorStatesRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *WriteMirrorStatesRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *WriteMirrorStatesRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("WriteMirrorStatesRequest", version)
 	}
 	*v = WriteMirrorStatesRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("WriteMirrorStatesRequest")
 }
@@ -3604,13 +3682,19 @@ func (v *WriteMirrorStatesResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *WriteMirrorStatesResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *WriteMirrorStatesResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("WriteMirrorStatesResponse", version)
 	}
 	*v = WriteMirrorStatesResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("WriteMirrorStatesResponse")
 }
@@ -3802,13 +3886,19 @@ func (v *PauseMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *PauseMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *PauseMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("PauseMirrorTopicsRequest", version)
 	}
 	*v = PauseMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("PauseMirrorTopicsRequest")
 }
@@ -4013,13 +4103,19 @@ func (v *PauseMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *PauseMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *PauseMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("PauseMirrorTopicsResponse", version)
 	}
 	*v = PauseMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("PauseMirrorTopicsResponse")
 }
@@ -4211,13 +4307,19 @@ func (v *ResumeMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ResumeMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ResumeMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ResumeMirrorTopicsRequest", version)
 	}
 	*v = ResumeMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ResumeMirrorTopicsRequest")
 }
@@ -4422,13 +4524,19 @@ func (v *ResumeMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appe
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ResumeMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ResumeMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ResumeMirrorTopicsResponse", version)
 	}
 	*v = ResumeMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ResumeMirrorTopicsResponse")
 }
@@ -4549,13 +4657,19 @@ func (v *DeleteClusterMirrorsRequest) AppendTo(dst []byte) []byte { return v.app
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DeleteClusterMirrorsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DeleteClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DeleteClusterMirrorsRequest", version)
 	}
 	*v = DeleteClusterMirrorsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DeleteClusterMirrorsRequest")
 }
@@ -4678,13 +4792,19 @@ func (v *DeleteClusterMirrorsResponse) AppendTo(dst []byte) []byte { return v.ap
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *DeleteClusterMirrorsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *DeleteClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("DeleteClusterMirrorsResponse", version)
 	}
 	*v = DeleteClusterMirrorsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("DeleteClusterMirrorsResponse")
 }
@@ -4929,13 +5049,19 @@ func (v *BumpLeaderEpochsRequest) AppendTo(dst []byte) []byte { return v.appendT
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *BumpLeaderEpochsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *BumpLeaderEpochsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("BumpLeaderEpochsRequest", version)
 	}
 	*v = BumpLeaderEpochsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("BumpLeaderEpochsRequest")
 }
@@ -5218,13 +5344,19 @@ func (v *BumpLeaderEpochsResponse) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *BumpLeaderEpochsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *BumpLeaderEpochsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("BumpLeaderEpochsResponse", version)
 	}
 	*v = BumpLeaderEpochsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("BumpLeaderEpochsResponse")
 }
@@ -5415,13 +5547,19 @@ func (v *ReadMirrorOffsetsRequest) AppendTo(dst []byte) []byte { return v.append
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorOffsetsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorOffsetsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorOffsetsRequest", version)
 	}
 	*v = ReadMirrorOffsetsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorOffsetsRequest")
 }
@@ -5705,13 +5843,19 @@ func (v *ReadMirrorOffsetsResponse) AppendTo(dst []byte) []byte { return v.appen
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *ReadMirrorOffsetsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *ReadMirrorOffsetsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("ReadMirrorOffsetsResponse", version)
 	}
 	*v = ReadMirrorOffsetsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("ReadMirrorOffsetsResponse")
 }
@@ -5896,13 +6040,19 @@ func (v *RecoverMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appe
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *RecoverMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("RecoverMirrorTopicsRequest", version)
 	}
 	*v = RecoverMirrorTopicsRequest{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("RecoverMirrorTopicsRequest")
 }
@@ -6107,13 +6257,19 @@ func (v *RecoverMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.app
 // never panics) on bad input, and ErrUnsupportedVersion for a version
 // outside 0-0.
 func (v *RecoverMirrorTopicsResponse) ReadFrom(src []byte) error {
+	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
+}
+
+// ReadFromLimit is ReadFrom decoding at most maxElements array elements in
+// all (ErrTooLarge beyond), checked before each array is allocated.
+func (v *RecoverMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
 	if version < 0 || version > 0 {
 		return unsupportedVersion("RecoverMirrorTopicsResponse", version)
 	}
 	*v = RecoverMirrorTopicsResponse{Version: version}
 	v.Default()
-	d := newDecoder(src)
+	d := newDecoder(src, maxElements)
 	v.readFrom(d, version)
 	return d.finish("RecoverMirrorTopicsResponse")
 }

@@ -316,8 +316,9 @@ func (c *Controller) StopTopics(ctx context.Context, name string, topics, patter
 		if err != nil {
 			return nil, err
 		}
+		asked := setOf(names)
 		for _, t := range c.topics {
-			if t.Mirror == name && pc.IncludesTopic(t.Topic) && !contains(names, t.Topic) {
+			if t.Mirror == name && pc.IncludesTopic(t.Topic) && !asked[t.Topic] {
 				names = append(names, t.Topic)
 			}
 		}

@@ -353,6 +353,9 @@ func (m *Mirror) dropMirror(name string) error {
 // left: off, exhausted or a non-retryable failure), when a topic is not a topic of the mirror, or when ctx is done. A test and CLI
 // helper.
 func (m *Mirror) WaitForStates(ctx context.Context, name string, topics []string, want statemachine.State) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
 		return unknownMirror(name)
 	}
@@ -446,6 +449,9 @@ func (m *Mirror) WaitForLag(ctx context.Context, name string, topics []string, m
 // reconcilers of topics and partitions it created. Per-topic problems are logged; the
 // returned error joins the failures of whole cycles.
 func (m *Mirror) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	mirrors := make([]*mirrorRuntime, 0, len(m.mirrors))
 	for _, mr := range m.mirrors {

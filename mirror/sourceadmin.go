@@ -172,10 +172,11 @@ type KafkaSourceAdmin struct {
 	brokers []string
 	cfg     *sarama.Config
 
-	mu     sync.Mutex // guards the fields below; held while connecting
-	client sarama.Client
-	admin  sarama.ClusterAdmin
-	closed bool
+	mu      sync.Mutex // guards the fields below
+	client  sarama.Client
+	admin   sarama.ClusterAdmin
+	dialing *saramaDial // the connection attempt in progress, nil if none
+	closed  bool
 }
 
 // NewKafkaSourceAdmin returns the admin of the source cluster of mc (bootstrap.servers,
@@ -200,30 +201,96 @@ func NewKafkaSourceAdminWith(brokers []string, cfg *sarama.Config) (*KafkaSource
 	return &KafkaSourceAdmin{brokers: append([]string(nil), brokers...), cfg: cfg}, nil
 }
 
-// conn returns the client and admin, connecting when needed.
+// conn returns the client and admin, connecting when needed: one attempt at
+// a time, on its own goroutine (dial), which callers wait for until ctx ends.
 func (a *KafkaSourceAdmin) conn(ctx context.Context) (sarama.Client, sarama.ClusterAdmin, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		a.mu.Lock()
+		switch {
+		case a.closed:
+			a.mu.Unlock()
+			return nil, nil, ErrSourceAdminClosed
+		case a.client != nil:
+			client, adm := a.client, a.admin
+			a.mu.Unlock()
+			return client, adm, nil
+		case a.dialing == nil:
+			a.dialing = &saramaDial{done: make(chan struct{})}
+			go a.dial(a.dialing)
+		}
+		d := a.dialing
+		a.mu.Unlock()
+		select {
+		case <-d.done:
+			if d.err != nil {
+				return nil, nil, d.err
+			}
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// saramaDial is one connection attempt; err is set before done is closed.
+type saramaDial struct {
+	done chan struct{}
+	err  error
+}
+
+// dial connects (sarama.NewClient ignores contexts and retries metadata for
+// as long as its config says) and installs the client, unless the admin was
+// closed meanwhile.
+func (a *KafkaSourceAdmin) dial(d *saramaDial) {
+	defer close(d.done)
+	client, err := sarama.NewClient(a.brokers, a.cfg)
+	var adm sarama.ClusterAdmin
+	if err != nil {
+		err = fmt.Errorf("%w: connect %v: %w", ErrSourceAdmin, a.brokers, err)
+	} else if adm, err = sarama.NewClusterAdminFromClient(client); err != nil {
+		_ = client.Close()
+		err = fmt.Errorf("%w: %w", ErrSourceAdmin, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closed {
-		return nil, nil, ErrSourceAdminClosed
+	a.dialing = nil
+	switch {
+	case err != nil:
+		d.err = err
+	case a.closed:
+		d.err = ErrSourceAdminClosed
+		_ = adm.Close() // closes the client too
+	default:
+		a.client, a.admin = client, adm
 	}
-	if a.client != nil {
-		return a.client, a.admin, nil
+}
+
+// bounded runs fn, a sarama call that ignores contexts, on its own goroutine
+// and returns its result, or ctx.Err() as soon as ctx ends; an abandoned call
+// finishes in the background within sarama's own timeouts (Net.ReadTimeout,
+// from request.timeout.ms) and its result is dropped.
+func bounded[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
 	}
-	client, err := sarama.NewClient(a.brokers, a.cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: connect %v: %w", ErrSourceAdmin, a.brokers, err)
+	type result struct {
+		v   T
+		err error
 	}
-	adm, err := sarama.NewClusterAdminFromClient(client)
-	if err != nil {
-		client.Close()
-		return nil, nil, fmt.Errorf("%w: %w", ErrSourceAdmin, err)
+	ch := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
 	}
-	a.client, a.admin = client, adm
-	return client, adm, nil
 }
 
 // broker returns a connected broker of the source cluster.
@@ -232,7 +299,10 @@ func (a *KafkaSourceAdmin) broker(ctx context.Context) (*sarama.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := connectedBroker(client)
+	b, err := bounded(ctx, func() (*sarama.Broker, error) { return connectedBroker(client) })
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSourceAdmin, err)
 	}
@@ -267,9 +337,14 @@ func (a *KafkaSourceAdmin) metadata(ctx context.Context) (*sarama.MetadataRespon
 		if err != nil {
 			return nil, err
 		}
-		resp, err := b.GetMetadata(&sarama.MetadataRequest{Version: 10})
+		resp, err := bounded(ctx, func() (*sarama.MetadataResponse, error) {
+			return b.GetMetadata(&sarama.MetadataRequest{Version: 10})
+		})
 		if err == nil {
 			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 		_ = b.Close() // raw broker requests never reconnect by themselves
 		lastErr = err
@@ -325,7 +400,12 @@ func (a *KafkaSourceAdmin) TopicConfigs(ctx context.Context, topics []string) (m
 	for _, t := range topics {
 		resources = append(resources, &sarama.ConfigResource{Type: sarama.TopicResource, Name: t})
 	}
-	results, err := adm.DescribeConfigs(resources, sarama.DescribeConfigsOptions{})
+	results, err := bounded(ctx, func() ([]*sarama.ConfigResourceResult, error) {
+		return adm.DescribeConfigs(resources, sarama.DescribeConfigsOptions{})
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: describe configs: %w", ErrSourceAdmin, err)
 	}
@@ -368,7 +448,10 @@ func (a *KafkaSourceAdmin) ListGroups(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups, err := adm.ListConsumerGroups()
+	groups, err := bounded(ctx, adm.ListConsumerGroups)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: list groups: %w", ErrSourceAdmin, err)
 	}
@@ -386,7 +469,12 @@ func (a *KafkaSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[
 	if err != nil {
 		return nil, err
 	}
-	resp, err := adm.ListConsumerGroupOffsets(group, nil)
+	resp, err := bounded(ctx, func() (*sarama.OffsetFetchResponse, error) {
+		return adm.ListConsumerGroupOffsets(group, nil)
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: offsets of group %q: %w", ErrSourceAdmin, group, err)
 	}

@@ -19,6 +19,9 @@ import (
 // ReadMirrorStates reads actual partition states from this instance's coordinator
 // (spec §11.8). A LeaderEpoch above the stored highest-seen epoch raises it (§9.6).
 func (m *Mirror) ReadMirrorStates(ctx context.Context, req *admin.ReadMirrorStatesRequest) (*admin.ReadMirrorStatesResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -70,6 +73,9 @@ func (m *Mirror) ReadMirrorStates(ctx context.Context, req *admin.ReadMirrorStat
 // the fencing of spec §9.6 (per-partition FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH,
 // INVALID_CLUSTER_MIRROR_STATES for an illegal move). State UNKNOWN only updates the LME.
 func (m *Mirror) WriteMirrorStates(ctx context.Context, req *admin.WriteMirrorStatesRequest) (*admin.WriteMirrorStatesResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -130,6 +136,9 @@ func (m *Mirror) WriteMirrorStates(ctx context.Context, req *admin.WriteMirrorSt
 // watermark of the last fetch (-1 when not mirroring) and the destination log end
 // offset (spec §11.10).
 func (m *Mirror) ReadMirrorOffsets(ctx context.Context, req *admin.ReadMirrorOffsetsRequest) (*admin.ReadMirrorOffsetsResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -161,6 +170,9 @@ func (m *Mirror) ReadMirrorOffsets(ctx context.Context, req *admin.ReadMirrorOff
 // single process the destination log holds the leader epoch, so this instance acts as
 // the controller. The response carries the new epoch per partition.
 func (m *Mirror) BumpLeaderEpochs(ctx context.Context, req *admin.BumpLeaderEpochsRequest) (*admin.BumpLeaderEpochsResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}

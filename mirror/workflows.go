@@ -16,6 +16,9 @@ import (
 // Errors: INVALID_CONFIG, an invalid name, CLUSTER_MIRROR_ALREADY_EXISTS (*admin.Error).
 // When mirror.topics.include is set, the next sync cycle starts the matching topics.
 func (m *Mirror) CreateClusterMirror(ctx context.Context, name string, configs map[string]string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if m.isClosed() {
 		return ErrClosed
 	}
@@ -40,6 +43,9 @@ func (m *Mirror) CreateClusterMirror(ctx context.Context, name string, configs m
 // INVALID_CLUSTER_MIRROR_STATES naming the partition and its state; TOPIC_ALREADY_EXISTS;
 // INVALID_REQUEST: excluded).
 func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []string, o StartOptions) ([]TopicResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -68,13 +74,14 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 	}
 	names := dedupe(topics)
 	if len(o.IncludePatterns) > 0 {
+		asked := setOf(names)
 		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1",
 			KeyTopicsInclude: joinList(o.IncludePatterns), KeyTopicsExclude: joinList(o.ExcludePatterns)})
 		if err != nil {
 			return nil, err
 		}
 		for _, t := range src {
-			if !t.Internal && pc.IncludesTopic(t.Name) && !contains(names, t.Name) {
+			if !t.Internal && pc.IncludesTopic(t.Name) && !asked[t.Name] {
 				names = append(names, t.Name)
 			}
 		}
@@ -151,6 +158,9 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 // match and keep auto-discovery from re-adding them. With o.Wait the call returns once
 // every stopped topic is actually STOPPED.
 func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []string, o StopOptions) ([]TopicResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -162,12 +172,13 @@ func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []str
 	}
 	names := dedupe(topics)
 	if len(o.Patterns) > 0 {
+		asked := setOf(names)
 		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(o.Patterns), KeyTopicsExclude: ""})
 		if err != nil {
 			return nil, err
 		}
 		for _, t := range m.ctrl.Topics(name) {
-			if pc.IncludesTopic(t.Topic) && !contains(names, t.Topic) {
+			if pc.IncludesTopic(t.Topic) && !asked[t.Topic] {
 				names = append(names, t.Topic)
 			}
 		}
@@ -210,6 +221,9 @@ func (m *Mirror) ResumeMirrorTopics(ctx context.Context, name string, topics []s
 // the controller offset it validated against, and hands the valid topics to apply.
 func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op statemachine.Op,
 	apply func(ctx context.Context, ok []string, stateOffset int64) ([]TopicResult, error)) ([]TopicResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -237,8 +251,13 @@ func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op
 		if err != nil {
 			return nil, err
 		}
+		answered := make(map[string]bool, len(results))
+		for _, r := range results {
+			answered[r.Topic] = true
+		}
 		for _, r := range res {
-			if !containsResult(results, r.Topic) {
+			if !answered[r.Topic] {
+				answered[r.Topic] = true
 				results = append(results, r)
 			}
 		}
@@ -311,6 +330,9 @@ func (m *Mirror) DeleteClusterMirrors(ctx context.Context, names []string) map[s
 }
 
 func (m *Mirror) deleteMirror(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if m.isClosed() {
 		return ErrClosed
 	}
@@ -339,19 +361,26 @@ func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mirror
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	wantNames, wantIDs := setOf(f.MirrorNames), setOf(f.SourceClusterIDs)
 	var out []MirrorListing
 	for _, mi := range m.ctrl.Mirrors() {
-		if len(f.MirrorNames) > 0 && !contains(f.MirrorNames, mi.Name) {
+		if len(f.MirrorNames) > 0 && !wantNames[mi.Name] {
 			continue
 		}
 		l := MirrorListing{Name: mi.Name, SourceBootstrap: joinList(mi.Config.BootstrapServers)}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if len(f.SourceClusterIDs) > 0 {
 				mr.resolveClusterID(ctx)
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 			}
 			l.SourceClusterID = mr.clusterID()
 		}
-		if len(f.SourceClusterIDs) > 0 && !contains(f.SourceClusterIDs, l.SourceClusterID) {
+		if len(f.SourceClusterIDs) > 0 && !wantIDs[l.SourceClusterID] {
 			continue
 		}
 		for _, ts := range m.ctrl.Topics(mi.Name) {
@@ -376,6 +405,9 @@ func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mirror
 // (o.IncludeStates) and the source and destination offsets (o.IncludeLags); see spec
 // §11.4. o.ClusterID keeps only mirrors whose source cluster id equals it.
 func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o DescribeOptions) ([]MirrorDescription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -397,6 +429,9 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 		if mr, ok := m.mirror(mi.Name); ok {
 			if o.ClusterID != "" {
 				mr.resolveClusterID(ctx)
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
 			}
 			d.SourceClusterID = mr.clusterID()
 		}
@@ -479,23 +514,26 @@ func asAdminError(err error) error {
 	return admin.NewError(admin.CodeUnknownServerError, err.Error())
 }
 
+// dedupe returns list without repeats, in first-seen order (linear time).
 func dedupe(list []string) []string {
 	out := make([]string, 0, len(list))
+	seen := make(map[string]bool, len(list))
 	for _, s := range list {
-		if !contains(out, s) {
+		if !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-func containsResult(rs []TopicResult, topic string) bool {
-	for _, r := range rs {
-		if r.Topic == topic {
-			return true
-		}
+// setOf is the set of list's strings.
+func setOf(list []string) map[string]bool {
+	set := make(map[string]bool, len(list))
+	for _, s := range list {
+		set[s] = true
 	}
-	return false
+	return set
 }
 
 // sortResults orders results as the topics were asked, then the others by name.

@@ -118,30 +118,48 @@ func Chart(rep *Report) ([]byte, error) {
 }
 
 func drawPanel(img *image.RGBA, top int, results []Result, p panel) {
-	black := color.RGBA{0, 0, 0, 0xff}
-	drawText(img, marginX, top+charH, p.title, black)
-	var most float64
-	for _, r := range results {
-		if r.Error == "" {
-			most = max(most, p.value(r))
-		}
-	}
-	barMax := chartW - marginX*2 - labelW - valueSpace
+	rows := make([]chartRow, len(results))
 	for i, r := range results {
-		y := top + titleH + i*(barH+rowGap)
-		drawText(img, marginX, y+(barH-charH)/2, r.Contender, black)
-		x0 := marginX + labelW
-		w := 0
-		if most > 0 && r.Error == "" {
-			w = int(float64(barMax) * p.value(r) / most)
-		}
 		c, ok := barColors[r.Contender]
 		if !ok {
 			c = color.RGBA{0x44, 0x44, 0x44, 0xff}
 		}
-		fillRect(img, image.Rect(x0, y, x0+max(w, 1), y+barH), c)
-		label := fmt.Sprintf(p.unit, p.value(r))
-		if r.Error != "" {
+		rows[i] = chartRow{label: r.Contender, color: c, value: p.value(r), failed: r.Error != ""}
+	}
+	drawRows(img, top, p.title, p.unit, rows)
+}
+
+// chartRow is one bar of a panel.
+type chartRow struct {
+	label  string
+	color  color.RGBA
+	value  float64
+	failed bool
+}
+
+// drawRows draws a titled panel of horizontal bars scaled to the largest
+// value, the label left of each bar and its value (unit format) right of it.
+func drawRows(img *image.RGBA, top int, title, unit string, rows []chartRow) {
+	black := color.RGBA{0, 0, 0, 0xff}
+	drawText(img, marginX, top+charH, title, black)
+	var most float64
+	for _, r := range rows {
+		if !r.failed {
+			most = max(most, r.value)
+		}
+	}
+	barMax := chartW - marginX*2 - labelW - valueSpace
+	for i, r := range rows {
+		y := top + titleH + i*(barH+rowGap)
+		drawText(img, marginX, y+(barH-charH)/2, r.label, black)
+		x0 := marginX + labelW
+		w := 0
+		if most > 0 && !r.failed {
+			w = int(float64(barMax) * r.value / most)
+		}
+		fillRect(img, image.Rect(x0, y, x0+max(w, 1), y+barH), r.color)
+		label := fmt.Sprintf(unit, r.value)
+		if r.failed {
 			label = "FAILED"
 		}
 		drawText(img, x0+w+charW, y+(barH-charH)/2, label, black)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -85,42 +84,17 @@ type mm2Measure struct {
 // peak RSS, then stops it (SIGTERM, SIGKILL after 30 s).
 func runMM2(ctx context.Context, cfg *Config, want int64) (mm2Measure, error) {
 	dir := filepath.Join(cfg.WorkDir, "mm2")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return mm2Measure{}, fmt.Errorf("bench: %w", err)
-	}
-	props := filepath.Join(dir, "mm2.properties")
-	if err := os.WriteFile(props, []byte(mm2Properties(cfg)), 0o644); err != nil {
-		return mm2Measure{}, fmt.Errorf("bench: %w", err)
-	}
-	l4j := filepath.Join(dir, "log4j2.properties")
-	if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
-		return mm2Measure{}, fmt.Errorf("bench: %w", err)
-	}
 	cl, err := newClient(cfg.DestBrokers)
 	if err != nil {
 		return mm2Measure{}, err
 	}
 	defer cl.Close()
 	target := mm2SourceAlias + "." + cfg.Topic
-
-	args := append([]string{}, cfg.MM2HeapOpts...)
-	args = append(args, "-XX:+UseG1GC", "-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile="+l4j, "-Dkmirror.bench.log="+filepath.Join(dir, "mm2.log"),
-		"-cp", cfg.MM2Classpath, "org.apache.kafka.connect.mirror.MirrorMaker",
-		props, "--clusters", mm2TargetAlias)
-	cmd := exec.Command("java", args...)
-	out, err := os.Create(filepath.Join(dir, "stdout.log"))
-	if err != nil {
-		return mm2Measure{}, fmt.Errorf("bench: %w", err)
-	}
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return mm2Measure{}, fmt.Errorf("bench: start MirrorMaker: %w", err)
+	cmd, exited, err := launchMM2(cfg)
+	if err != nil {
+		return mm2Measure{}, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	defer stopProcess(cmd, exited, 30*time.Second)
 
 	var m mm2Measure

@@ -69,9 +69,15 @@ func writeFile(path string, data []byte) error {
 // SpliceMarkdown replaces the text between MarkdownBegin and MarkdownEnd in
 // doc with section, or appends the delimited section when doc has no markers.
 func SpliceMarkdown(doc []byte, section string) []byte {
-	block := MarkdownBegin + "\n" + section + MarkdownEnd + "\n"
-	i := bytes.Index(doc, []byte(MarkdownBegin))
-	j := bytes.Index(doc, []byte(MarkdownEnd))
+	return spliceBetween(doc, MarkdownBegin, MarkdownEnd, section)
+}
+
+// spliceBetween replaces the text between the begin and end markers in doc
+// with section, or appends the delimited section when doc has no markers.
+func spliceBetween(doc []byte, begin, end, section string) []byte {
+	block := begin + "\n" + section + end + "\n"
+	i := bytes.Index(doc, []byte(begin))
+	j := bytes.Index(doc, []byte(end))
 	if i < 0 || j < i {
 		var b bytes.Buffer
 		b.Write(doc)
@@ -84,7 +90,7 @@ func SpliceMarkdown(doc []byte, section string) []byte {
 		b.WriteString(block)
 		return b.Bytes()
 	}
-	rest := doc[j+len(MarkdownEnd):]
+	rest := doc[j+len(end):]
 	rest = bytes.TrimPrefix(rest, []byte("\n"))
 	out := append([]byte{}, doc[:i]...)
 	out = append(out, block...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,12 @@ func run() int {
 	noFsync := fs.Bool("kmirror-no-fsync", false, "diagnostic: kmirror's FileLogs use FsyncNever instead of FsyncOnFlush")
 	render := fs.String("render", "", "do not run: regenerate -md and -chart from this results JSON")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	latency := fs.Bool("latency", false, "run the replication-latency benchmark (kmirror and mm2 at steady rates) instead")
+	rates := fs.String("rates", "10,50", "latency: produce rates in MB/s, comma-separated")
+	warmup := fs.Duration("warmup", 5*time.Second, "latency: warm-up at each rate")
+	measure := fs.Duration("measure", 20*time.Second, "latency: measured time at each rate")
+	latJSON := fs.String("latency-json", "docs/bench/latency.json", "latency: results JSON file (empty: none)")
+	latChart := fs.String("latency-chart", "docs/bench/latency.png", "latency: PNG chart (empty: none)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -92,6 +99,13 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *latency {
+		lc := bench.LatencyConfig{SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers,
+			RecordBytes: *recordBytes, Partitions: int32(*partitions), Warmup: *warmup, Measure: *measure,
+			MM2Tasks: *mm2Tasks, WorkDir: *workDir, ResultsJSON: *latJSON, Markdown: *md, Chart: *latChart,
+			KafkaVersion: *kafkaVersion, Command: cfg.Command, Log: cfg.Log, KmirrorNoFsync: *noFsync}
+		return runLatency(ctx, lc, *rates, *contenders, *render, *mm2Script)
+	}
 	for _, c := range cfg.Contenders {
 		if c == bench.ContenderMM2 {
 			cp, err := bench.MM2Classpath(ctx, *mm2Script, os.Stderr)
@@ -108,6 +122,59 @@ func run() int {
 		return 1
 	}
 	fmt.Print(bench.MarkdownSection(rep))
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			return 1
+		}
+	}
+	return 0
+}
+
+// runLatency runs (or, with render, re-renders) the latency benchmark.
+func runLatency(ctx context.Context, lc bench.LatencyConfig, rates, contenders, render, mm2Script string) int {
+	if render != "" {
+		data, err := os.ReadFile(render)
+		if err == nil {
+			var rep bench.LatencyReport
+			if err = json.Unmarshal(data, &rep); err == nil {
+				err = bench.RenderLatency(lc, &rep)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: render:", err)
+			return 1
+		}
+		return 0
+	}
+	for _, r := range splitList(rates) {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -rates: %v\n", err)
+			return 2
+		}
+		lc.RatesMBps = append(lc.RatesMBps, v)
+	}
+	for _, c := range splitList(contenders) {
+		if c == bench.ContenderKmirror || c == bench.ContenderMM2 {
+			lc.Contenders = append(lc.Contenders, c)
+		}
+	}
+	for _, c := range lc.Contenders {
+		if c == bench.ContenderMM2 {
+			cp, err := bench.MM2Classpath(ctx, mm2Script, os.Stderr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			lc.MM2Classpath = cp
+		}
+	}
+	rep, err := bench.RunLatency(ctx, lc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Print(bench.LatencyMarkdownSection(rep))
 	for _, r := range rep.Results {
 		if r.Error != "" {
 			return 1

@@ -1,0 +1,144 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults of the ServerConfig limits.
+const (
+	// DefaultIdleTimeout is Kafka's connections.max.idle.ms (10 minutes).
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultReadTimeout bounds reading one request (30 s, Kafka's
+	// request.timeout.ms).
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds writing one response (30 s).
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultMaxInFlightRequests is the default bound on requests in flight
+	// over all connections (256).
+	DefaultMaxInFlightRequests = 256
+	// DefaultMaxInFlightBytes is the default bound on the memory of the
+	// requests in flight over all connections (256 MiB); a mirror RPC frame is
+	// charged twice its size (its bytes and its decoded form), an Extra frame
+	// 22 times (see frameCharge).
+	DefaultMaxInFlightBytes = 256 << 20
+	// DefaultMaxExtraRequestSize is the default frame limit of Extra keys
+	// (8 MiB): eight times a producer's default max.request.size, and 176 MiB
+	// of the in-flight budget once decoded.
+	DefaultMaxExtraRequestSize = 8 << 20
+)
+
+// Accept backoff after a temporary error, as net/http: 5 ms doubling to 1 s.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// applyLimits fills in the defaults of the limit fields and checks them.
+func (cfg *ServerConfig) applyLimits() error {
+	dur := func(d *time.Duration, def time.Duration) {
+		switch {
+		case *d == 0:
+			*d = def
+		case *d < 0:
+			*d = 0 // disabled
+		}
+	}
+	dur(&cfg.IdleTimeout, DefaultIdleTimeout)
+	dur(&cfg.ReadTimeout, DefaultReadTimeout)
+	dur(&cfg.WriteTimeout, DefaultWriteTimeout)
+	switch {
+	case cfg.MaxInFlightRequests < 0:
+		return fmt.Errorf("admin: negative MaxInFlightRequests %d", cfg.MaxInFlightRequests)
+	case cfg.MaxInFlightBytes < 0:
+		return fmt.Errorf("admin: negative MaxInFlightBytes %d", cfg.MaxInFlightBytes)
+	case cfg.MaxDecodedElements < 0:
+		return fmt.Errorf("admin: negative MaxDecodedElements %d", cfg.MaxDecodedElements)
+	case cfg.MaxExtraRequestSize < 0:
+		return fmt.Errorf("admin: negative MaxExtraRequestSize %d", cfg.MaxExtraRequestSize)
+	}
+	if cfg.MaxInFlightRequests == 0 {
+		cfg.MaxInFlightRequests = DefaultMaxInFlightRequests
+	}
+	if cfg.MaxDecodedElements == 0 {
+		cfg.MaxDecodedElements = DefaultMaxDecodedElements
+	}
+	if cfg.MaxExtraRequestSize == 0 {
+		cfg.MaxExtraRequestSize = DefaultMaxExtraRequestSize
+	}
+	if cfg.MaxInFlightBytes == 0 {
+		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	// A frame must always fit in the byte budget, or it would wait forever.
+	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxRequestSize, false))
+	if len(cfg.Extra) > 0 {
+		cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxExtraRequestSize, true))
+	}
+	return nil
+}
+
+// frameLimit is the largest frame any key may send.
+func (cfg *ServerConfig) frameLimit() int32 {
+	if len(cfg.Extra) > 0 {
+		return max(cfg.MaxRequestSize, cfg.MaxExtraRequestSize)
+	}
+	return cfg.MaxRequestSize
+}
+
+// temporaryAcceptError reports whether Accept failed for a reason that
+// passes: out of descriptors or buffers (EMFILE, ENFILE, ENOBUFS, ENOMEM), a
+// connection aborted before it was accepted, an interrupted call, or a
+// timeout. Anything else (the listener closed) ends Serve.
+func temporaryAcceptError(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS,
+		syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EINTR, syscall.EAGAIN} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}
+
+// acceptBackoff is the delay before the next Accept after a temporary error.
+type acceptBackoff struct{ d time.Duration }
+
+// next doubles the delay (from acceptBackoffMin, up to acceptBackoffMax) and
+// returns it.
+func (b *acceptBackoff) next() time.Duration {
+	b.d = min(max(2*b.d, acceptBackoffMin), acceptBackoffMax)
+	return b.d
+}
+
+// wait sleeps for the current delay; false when ctx ended first.
+func (b *acceptBackoff) wait(ctx context.Context) bool {
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// reset forgets the delay after a successful Accept.
+func (b *acceptBackoff) reset() { b.d = 0 }
+
+// limitedReader is implemented by every generated request type.
+type limitedReader interface {
+	ReadFromLimit(src []byte, maxElements int) error
+}
+
+// decodeRequest decodes a mirror RPC request with the element limit.
+func decodeRequest(req kmsg.Request, src []byte, maxElements int) error {
+	if lr, ok := req.(limitedReader); ok {
+		return lr.ReadFromLimit(src, maxElements)
+	}
+	return req.ReadFrom(src)
+}
