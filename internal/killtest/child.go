@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kmirror/kmirror/fetcher"
@@ -26,13 +27,14 @@ const (
 
 // Open opens the default setup on root: a file destination and a Mirror with the
 // default (durable) stores, a plain Kafka source (no peer: LME lookups answer -1).
-func Open(root string) (*mirror.LocalDestination, *mirror.Mirror, error) {
+// Extra options are added to the Mirror's.
+func Open(root string, extra ...mirror.Option) (*mirror.LocalDestination, *mirror.Mirror, error) {
 	dest, err := mirror.OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: time.Millisecond},
-		mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil }))
+	opts := append([]mirror.Option{mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil })}, extra...)
+	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: time.Millisecond}, opts...)
 	if err != nil {
 		_ = dest.Close()
 		return nil, nil, err
@@ -43,9 +45,16 @@ func Open(root string) (*mirror.LocalDestination, *mirror.Mirror, error) {
 // RunChild opens the default setup on root, reports on w the mirrors it lists at once
 // ("listed <names>"), makes sure mirror k exists ("created") and both topics are started
 // ("started"), and in mode "stop" stops topic stop and waits for STOPPED ("stopped").
-// Then it runs until ctx ends (the test kills it long before).
+// Every state change is reported as "state <topic>-<partition> <STATE>" once durable,
+// so the test can kill the child inside PREPARING or STOPPING. Then it runs until ctx
+// ends (the test kills it long before).
 func RunChild(ctx context.Context, w io.Writer, root, bootstrap, mode string) error {
-	_, m, err := Open(root)
+	var mu sync.Mutex
+	_, m, err := Open(root, mirror.WithEvents(func(c mirror.StateChange) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "state %s-%d %s\n", c.Topic, c.Partition, c.To)
+	}))
 	if err != nil {
 		return err
 	}

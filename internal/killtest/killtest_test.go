@@ -61,9 +61,24 @@ func startProducers(t *testing.T, src *kfake.Cluster) (stop func()) {
 	return func() { cancel(); wg.Wait(); cl.Close() }
 }
 
-// round runs one child until it is killed delay after it printed the line from; it
-// returns the lines the child printed.
-func round(t *testing.T, root, bootstrap, mode, from string, delay time.Duration) []string {
+// trigger starts the kill timer: delay after the child printed a line starting with
+// prefix.
+type trigger struct {
+	prefix string
+	delay  time.Duration
+}
+
+// roundResult is what one child printed: before is every line read before the kill,
+// fired the trigger that started the kill timer.
+type roundResult struct {
+	before, all []string
+	fired       trigger
+}
+
+// round runs one child until it is killed: the timer starts at the first line that
+// matches one of triggers, and the kill follows its delay; a later line that matches an
+// earlier trigger of the list (a higher priority) starts the timer again with its own.
+func round(t *testing.T, root, bootstrap, mode string, triggers ...trigger) roundResult {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "KMIRROR_KILLTEST_ROOT="+root, "KMIRROR_KILLTEST_BOOTSTRAP="+bootstrap, "KMIRROR_KILLTEST_MODE="+mode)
@@ -80,28 +95,43 @@ func round(t *testing.T, root, bootstrap, mode, from string, delay time.Duration
 			lines <- sc.Text()
 		}
 	}()
-	var got []string
+	var res roundResult
 	var timer <-chan time.Time
+	armed := len(triggers) // priority of the trigger that armed the timer
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				_ = cmd.Wait()
-				require.FailNow(t, "child exited by itself", "lines %v, stderr:\n%s", got, stderr.String())
+				require.FailNow(t, "child exited by itself", "lines %v, stderr:\n%s", res.before, stderr.String())
 			}
-			got = append(got, l)
-			if strings.HasPrefix(l, from) && timer == nil {
-				timer = time.After(delay) // the kill moment
+			res.before = append(res.before, l)
+			for i, tr := range triggers[:armed] {
+				if strings.HasPrefix(l, tr.prefix) {
+					timer, res.fired, armed = time.After(tr.delay), tr, i // the kill moment
+					break
+				}
 			}
 		case <-timer:
 			require.NoError(t, cmd.Process.Kill())
 			_ = cmd.Wait()
+			res.all = append([]string(nil), res.before...)
 			for l := range lines {
-				got = append(got, l)
+				res.all = append(res.all, l)
 			}
-			return got
+			return res
 		}
 	}
+}
+
+// contains reports whether one of lines starts with prefix.
+func contains(lines []string, prefix string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // logEnds opens every partition log of the root (the child is dead) and returns the log
@@ -147,19 +177,32 @@ func TestKillRestart(t *testing.T) {
 	root := t.TempDir()
 	created := false
 	prev := map[string]int64{}
+	var inPreparing, inStopping int
 	for r := range rounds {
 		mode := "run"
 		if r >= rounds-stopRounds {
 			mode = "stop"
 		}
-		// Most kills land anywhere in the first 400 ms after the open; the first rounds
-		// of each mode are killed within 30 ms of the start, in PREPARING or STOPPING.
-		from, delay := "listed", time.Duration(rng.Int64N(int64(400*time.Millisecond)))
-		if r < 2 || (r >= rounds-stopRounds && r < rounds-stopRounds+3) {
-			from, delay = "started", time.Duration(rng.Int64N(int64(30*time.Millisecond)))
+		// Most kills land anywhere in the first 400 ms after the open. The first two
+		// rounds are killed as soon as a partition reports PREPARING, the first three of
+		// the stop rounds as soon as the stopped topic reports STOPPING (a resumed stop
+		// reports no new state: then 1 s after "started").
+		triggers := []trigger{{"listed", time.Duration(rng.Int64N(int64(400 * time.Millisecond)))}}
+		switch {
+		case r < 2:
+			triggers = []trigger{{"state " + TopicRun + "-0 PREPARING", 0}, {"started", time.Second}}
+		case r >= rounds-stopRounds && r < rounds-stopRounds+3:
+			triggers = []trigger{{"state " + TopicStop + "-0 STOPPING", 0}, {"started", time.Second}}
 		}
-		lines := round(t, root, bootstrap, mode, from, delay)
-		t.Logf("round %d (%s, kill %v after %q): %v", r, mode, delay, from, lines)
+		res := round(t, root, bootstrap, mode, triggers...)
+		t.Logf("round %d (%s, kill %v after %q): %v", r, mode, res.fired.delay, res.fired.prefix, res.all)
+		if strings.HasSuffix(res.fired.prefix, "PREPARING") && !contains(res.before, "state "+TopicRun+"-0 MIRRORING") {
+			inPreparing++
+		}
+		if strings.HasSuffix(res.fired.prefix, "STOPPING") && !contains(res.before, "state "+TopicStop+"-0 STOPPED") {
+			inStopping++
+		}
+		lines := res.all
 		if created {
 			require.Equal(t, "listed "+MirrorName, lines[0], "round %d: the mirror survived the kill", r)
 		}
@@ -170,6 +213,9 @@ func TestKillRestart(t *testing.T) {
 		}
 		prev = ends
 	}
+	t.Logf("%d kills inside PREPARING, %d inside STOPPING", inPreparing, inStopping)
+	require.Positive(t, inPreparing, "a kill landed inside PREPARING")
+	require.Positive(t, inStopping, "a kill landed inside STOPPING")
 	stopProducers()
 	verifyFinal(t, root, bootstrap)
 }
