@@ -66,6 +66,7 @@ func run() int {
 	measure := fs.Duration("measure", 20*time.Second, "latency: measured time at each rate")
 	latJSON := fs.String("latency-json", "docs/bench/latency.json", "latency: results JSON file (empty: none)")
 	latChart := fs.String("latency-chart", "docs/bench/latency.png", "latency: PNG chart (empty: none)")
+	appenders := fs.Int("kmirror-appenders", 0, "latency: fetcher Appenders of kmirror (0: GOMAXPROCS)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -103,7 +104,7 @@ func run() int {
 		lc := bench.LatencyConfig{SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers,
 			RecordBytes: *recordBytes, Partitions: int32(*partitions), Warmup: *warmup, Measure: *measure,
 			MM2Tasks: *mm2Tasks, WorkDir: *workDir, ResultsJSON: *latJSON, Markdown: *md, Chart: *latChart,
-			KafkaVersion: *kafkaVersion, Command: cfg.Command, Log: cfg.Log, KmirrorNoFsync: *noFsync}
+			KafkaVersion: *kafkaVersion, Command: cfg.Command, Log: cfg.Log, KmirrorNoFsync: *noFsync, KmirrorAppenders: *appenders}
 		return runLatency(ctx, lc, *rates, *contenders, *render, *mm2Script)
 	}
 	for _, c := range cfg.Contenders {
