@@ -46,6 +46,9 @@ type LatencyConfig struct {
 	// KmirrorNoFsync is a diagnostic: kmirror's FileLogs use FsyncNever, so
 	// "durable" becomes "appended" (as MM2's target acknowledges).
 	KmirrorNoFsync bool
+	// KmirrorAppenders is fetcher.Config.Appenders of the kmirror contender
+	// (0: the fetcher's default, GOMAXPROCS).
+	KmirrorAppenders int
 	// ResultsJSON, Markdown and Chart are the output files; empty skips one.
 	ResultsJSON, Markdown, Chart string
 	// KafkaVersion and Command are recorded in the report.
@@ -94,7 +97,7 @@ func (c LatencyConfig) Validate() error {
 		return fmt.Errorf("%w: no source brokers", ErrConfig)
 	case c.RecordBytes < latencyHeader+7:
 		return fmt.Errorf("%w: RecordBytes %d < %d", ErrConfig, c.RecordBytes, latencyHeader+7)
-	case c.Partitions < 1 || c.Warmup < 0 || c.Measure <= 0 || c.MM2Tasks < 0:
+	case c.Partitions < 1 || c.Warmup < 0 || c.Measure <= 0 || c.MM2Tasks < 0 || c.KmirrorAppenders < 0:
 		return fmt.Errorf("%w: partitions, warmup or measure out of range", ErrConfig)
 	}
 	for _, r := range c.RatesMBps {
@@ -156,11 +159,13 @@ type LatencyReport struct {
 	MeasureSecs   float64   `json:"measure_seconds"`
 	MM2Tasks      int       `json:"mm2_tasks"`
 	// KmirrorNoFsync: a diagnostic run whose kmirror FileLogs never fsync.
-	KmirrorNoFsync bool            `json:"kmirror_no_fsync,omitempty"`
-	LoadBefore     float64         `json:"load_before"`
-	LoadAfter      float64         `json:"load_after"`
-	Results        []LatencyResult `json:"results"`
-	Goals          []Goal          `json:"goals"`
+	KmirrorNoFsync bool `json:"kmirror_no_fsync,omitempty"`
+	// KmirrorAppenders is the kmirror contender's Appenders (0: default).
+	KmirrorAppenders int             `json:"kmirror_appenders,omitempty"`
+	LoadBefore       float64         `json:"load_before"`
+	LoadAfter        float64         `json:"load_after"`
+	Results          []LatencyResult `json:"results"`
+	Goals            []Goal          `json:"goals"`
 }
 
 // latencyHeader is the prefix of every record value: the send time (Unix
@@ -249,7 +254,8 @@ func RunLatency(ctx context.Context, cfg LatencyConfig) (*LatencyReport, error) 
 	rep := &LatencyReport{Started: time.Now().UTC(), Command: cfg.Command, KafkaVersion: cfg.KafkaVersion,
 		SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers, Machine: machineInfo(),
 		Partitions: cfg.Partitions, RecordBytes: cfg.RecordBytes, WarmupSeconds: cfg.Warmup.Seconds(),
-		MeasureSecs: cfg.Measure.Seconds(), MM2Tasks: cfg.MM2Tasks, KmirrorNoFsync: cfg.KmirrorNoFsync, LoadBefore: loadAvg()}
+		MeasureSecs: cfg.Measure.Seconds(), MM2Tasks: cfg.MM2Tasks, KmirrorNoFsync: cfg.KmirrorNoFsync,
+		KmirrorAppenders: cfg.KmirrorAppenders, LoadBefore: loadAvg()}
 	for _, name := range cfg.Contenders {
 		rep.Results = append(rep.Results, runLatencyContender(ctx, &cfg, name)...)
 	}

@@ -68,7 +68,7 @@ func startKmirrorLatency(_ context.Context, cfg *LatencyConfig, topic string, re
 		}
 	}
 	go k.decode()
-	if k.f, err = fetcher.NewFetcher(src, fetcher.Config{Events: k, PartitionMaxBytes: fetchPartitionMaxBytes}); err == nil {
+	if k.f, err = fetcher.NewFetcher(src, fetcher.Config{Events: k, PartitionMaxBytes: fetchPartitionMaxBytes, Appenders: cfg.KmirrorAppenders}); err == nil {
 		for p, l := range k.logs {
 			if err = k.f.Add(fetcher.PartitionSpec{Topic: topic, Partition: int32(p), Log: l}); err != nil {
 				break

@@ -78,6 +78,9 @@ func LatencyMarkdownSection(rep *LatencyReport) string {
 			r.Contender, note, r.RateMBps, r.AchievedMBps, r.Seen, r.Sent, r.FromAckP50Ms, r.FromAckP99Ms,
 			r.P50Ms, r.P99Ms, r.P999Ms, r.MaxMs, r.AckP50Ms, r.AckP99Ms)
 	}
+	if rep.KmirrorAppenders > 0 {
+		fmt.Fprintf(&b, "\nkmirror ran with fetcher Appenders = %d.\n", rep.KmirrorAppenders)
+	}
 	if rep.KmirrorNoFsync {
 		b.WriteString("\nDiagnostic run: kmirror's FileLogs used FsyncNever (appended, not fsynced).\n")
 	}

@@ -66,6 +66,7 @@ func run() int {
 	measure := fs.Duration("measure", 20*time.Second, "latency: measured time at each rate")
 	latJSON := fs.String("latency-json", "docs/bench/latency.json", "latency: results JSON file (empty: none)")
 	latChart := fs.String("latency-chart", "docs/bench/latency.png", "latency: PNG chart (empty: none)")
+	appenders := fs.Int("kmirror-appenders", 0, "latency: fetcher Appenders of kmirror (0: GOMAXPROCS)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -83,6 +84,15 @@ func run() int {
 	if *quiet {
 		cfg.Log = nil
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *latency {
+		lc := bench.LatencyConfig{SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers,
+			RecordBytes: *recordBytes, Partitions: int32(*partitions), Warmup: *warmup, Measure: *measure,
+			MM2Tasks: *mm2Tasks, WorkDir: *workDir, ResultsJSON: *latJSON, Markdown: *md, Chart: *latChart,
+			KafkaVersion: *kafkaVersion, Command: cfg.Command, Log: cfg.Log, KmirrorNoFsync: *noFsync, KmirrorAppenders: *appenders}
+		return runLatency(ctx, lc, *rates, *contenders, *render, *mm2Script)
+	}
 	if *render != "" {
 		data, err := os.ReadFile(*render)
 		if err == nil {
@@ -96,15 +106,6 @@ func run() int {
 			return 1
 		}
 		return 0
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if *latency {
-		lc := bench.LatencyConfig{SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers,
-			RecordBytes: *recordBytes, Partitions: int32(*partitions), Warmup: *warmup, Measure: *measure,
-			MM2Tasks: *mm2Tasks, WorkDir: *workDir, ResultsJSON: *latJSON, Markdown: *md, Chart: *latChart,
-			KafkaVersion: *kafkaVersion, Command: cfg.Command, Log: cfg.Log, KmirrorNoFsync: *noFsync}
-		return runLatency(ctx, lc, *rates, *contenders, *render, *mm2Script)
 	}
 	for _, c := range cfg.Contenders {
 		if c == bench.ContenderMM2 {
