@@ -58,13 +58,16 @@ const (
 )
 
 func (c Cluster) envVar() string {
-	if c == B {
+	switch c {
+	case B:
 		return EnvB
+	case C:
+		return EnvC
 	}
 	return EnvA
 }
 
-// String returns "A" or "B".
+// String returns "A", "B" or "C".
 func (c Cluster) String() string { return strings.ToUpper(string(c)) }
 
 // Required reports whether a missing cluster must fail rather than skip a test: CI=true and
@@ -92,10 +95,13 @@ func Bootstrap(c Cluster) ([]string, error) {
 }
 
 // Brokers returns cluster c's bootstrap addresses. When the environment is missing it skips
-// the test, or fails it when [Required] is true. The test holds the clusters exclusively
+// the test, or fails it when [Required] is true ([RequiredC] for cluster C). The test holds the clusters exclusively
 // until it ends (see holdClusters), so tests of different packages never disturb each other.
 func Brokers(t testing.TB, c Cluster) []string {
 	t.Helper()
+	if c == C {
+		return ClusterC(t)
+	}
 	addrs, err := Bootstrap(c)
 	if err != nil {
 		missing(t, err)

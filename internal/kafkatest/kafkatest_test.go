@@ -140,3 +140,22 @@ func TestParseBatchesRejectsGarbage(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+func TestClusterCSkipsOrFails(t *testing.T) {
+	t.Setenv(EnvC, "")
+	t.Setenv("CI", "true")
+	t.Setenv(EnvRequire, "1")
+	for _, req := range []string{"", "1"} {
+		t.Setenv(EnvRequireC, req)
+		f := &fakeTB{}
+		f.run(func(tb testing.TB) { ClusterC(tb) })
+		require.Equal(t, req == "1", f.failed, "%s=%q: %s", EnvRequireC, req, f.msg)
+		require.Equal(t, req != "1", f.skipped, "%s=%q", EnvRequireC, req)
+		require.Contains(t, f.msg, "KMIRROR_KAFKA_CLUSTERS=c")
+	}
+	t.Setenv(EnvC, "127.0.0.1:7")
+	c, err := Bootstrap(C)
+	require.NoError(t, err)
+	require.Equal(t, []string{"127.0.0.1:7"}, c)
+	require.Equal(t, "C", C.String())
+}

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# kafka.sh — install Apache Kafka 4.x from Maven Central and run two KRaft clusters on 127.0.0.1
-# for kmirror's real-Kafka tests (package internal/kafkatest).
+# kafka.sh — install Apache Kafka (3.9 or 4.x) from Maven Central and run KRaft clusters on
+# 127.0.0.1 for kmirror's real-Kafka tests (package internal/kafkatest).
 #
 # Subcommands:
 #   install                 resolve kafka_2.13, kafka-tools and a log4j2 backend with Maven into the
 #                           cache and write one classpath file (idempotent).
-#   start                   (install if needed) format and start cluster A (3 combined
-#                           broker+controller nodes) and cluster B (1 node), wait until every
+#   start                   (install if needed) format and start the clusters of
+#                           KMIRROR_KAFKA_CLUSTERS (default cluster A, 3 combined
+#                           broker+controller nodes, and cluster B, 1 node), wait until every
 #                           broker is registered, write <workdir>/env. A running setup is reused.
 #   stop                    stop every node (SIGTERM, then SIGKILL after a timeout); always succeeds.
-#   stop-node CLUSTER ID    stop one node (CLUSTER is a or b, ID its node id), keep its data.
+#   stop-node CLUSTER ID    stop one node (CLUSTER is a, b or c, ID its node id), keep its data.
 #   start-node CLUSTER ID   start a stopped node again and wait until its cluster lists all brokers.
 #   status                  one line per node, plus the broker count each cluster serves.
 #   tls                     (re)generate the self-signed CA and broker certificate of B's SASL_SSL
@@ -18,19 +19,26 @@
 #   env                     print the env file.
 #
 # Settings (environment):
-#   KMIRROR_KAFKA_VERSION        Kafka version from Maven Central (default 4.4.0; 4.0.0+ supported).
+#   KMIRROR_KAFKA_VERSION        Kafka version from Maven Central (default 4.4.0; 3.9.x and 4.0.0+
+#                                supported).
+#   KMIRROR_KAFKA_CLUSTERS       the clusters this invocation runs: "a b" (default) or "c". With
+#                                "c", KMIRROR_KAFKA_C_VERSION (default 3.9.1),
+#                                KMIRROR_KAFKA_C_WORKDIR (default /tmp/kmirror-kafka-c) and
+#                                KMIRROR_KAFKA_C_BASE_PORT (default 19300) replace the three
+#                                generic settings, which A and B's env file exports.
 #   KMIRROR_KAFKA_CACHE          download cache (default $HOME/.cache/kmirror/kafka).
 #   KMIRROR_KAFKA_WORKDIR        data, logs, pids and the env file (default /tmp/kmirror-kafka).
 #   KMIRROR_KAFKA_BASE_PORT      first port (default 19092). Layout, with P the base port:
 #                                  A node i (1..3): client P+i-1, controller P+100+i-1
 #                                  B node 1:        client P+10,  controller P+110,
 #                                                   SASL_SSL (SCRAM-SHA-512 over TLS) P+20
+#                                  C node 1:        client P+30,  controller P+130
 #   KMIRROR_KAFKA_HEAP           JVM heap flags per node (default "-Xms256m -Xmx512m").
 #   KMIRROR_KAFKA_JVM_OPTS       other JVM flags per node (default "-XX:+UseG1GC -XX:MaxGCPauseMillis=20").
 #   KMIRROR_KAFKA_START_TIMEOUT  seconds to wait for a cluster to be ready (default 300).
 #   KMIRROR_KAFKA_STOP_TIMEOUT   seconds between SIGTERM and SIGKILL (default 30).
 #   KMIRROR_KAFKA_EXTRA_CONFIG   extra server.properties lines appended to every node.
-#   KMIRROR_KAFKA_EXTRA_CONFIG_A / _B   the same for one cluster only.
+#   KMIRROR_KAFKA_EXTRA_CONFIG_A / _B / _C   the same for one cluster only.
 #   KMIRROR_KAFKA_FORMAT_ARGS    extra arguments for the storage tool's format command
 #                                (e.g. "--feature eligible.leader.replicas.version=0").
 #
@@ -44,6 +52,15 @@
 # KMIRROR_KAFKA_B_CA (CA PEM path), KMIRROR_KAFKA_B_USER and KMIRROR_KAFKA_B_PASSWORD to the env
 # file. A running setup whose B node predates the listener is restarted from scratch by start.
 #
+# Cluster C, an older source: one node with an authorizer (StandardAuthorizer,
+# allow.everyone.if.no.acl.found=true, super.users=User:ANONYMOUS, so the ACL APIs work and
+# nothing is denied), meant to run another Kafka version beside A and B in its own work
+# directory and ports. Its env file names only C (KMIRROR_KAFKA_C, KMIRROR_KAFKA_C_VERSION,
+# KMIRROR_KAFKA_C_WORKDIR, KMIRROR_KAFKA_C_SCRIPT), so it can be sourced after A and B's:
+#   KMIRROR_KAFKA_CLUSTERS=c bash scripts/kafka/kafka.sh start   # Kafka 3.9.1, ports 19330/19430
+#   source /tmp/kmirror-kafka-c/env     # KMIRROR_KAFKA_C=127.0.0.1:19330
+# The same settings are needed for its stop, status, logs, stop-node and start-node.
+#
 # Every listener binds to 127.0.0.1 only.
 set -euo pipefail
 
@@ -51,10 +68,19 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 SCRIPT_PATH="$SCRIPT_DIR/$(basename "${BASH_SOURCE[0]}")"
 
-VERSION="${KMIRROR_KAFKA_VERSION:-4.4.0}"
+CLUSTERS="${KMIRROR_KAFKA_CLUSTERS:-a b}"
+if [[ "$CLUSTERS" == c ]]; then
+	# Cluster C has its own settings (A and B's env file exports the generic names), so it
+	# never uses A and B's work directory, env file or ports.
+	VERSION="${KMIRROR_KAFKA_C_VERSION:-3.9.1}"
+	WORKDIR="${KMIRROR_KAFKA_C_WORKDIR:-/tmp/kmirror-kafka-c}"
+	BASE_PORT="${KMIRROR_KAFKA_C_BASE_PORT:-19300}"
+else
+	VERSION="${KMIRROR_KAFKA_VERSION:-4.4.0}"
+	WORKDIR="${KMIRROR_KAFKA_WORKDIR:-/tmp/kmirror-kafka}"
+	BASE_PORT="${KMIRROR_KAFKA_BASE_PORT:-19092}"
+fi
 CACHE="${KMIRROR_KAFKA_CACHE:-${HOME:-/root}/.cache/kmirror/kafka}"
-WORKDIR="${KMIRROR_KAFKA_WORKDIR:-/tmp/kmirror-kafka}"
-BASE_PORT="${KMIRROR_KAFKA_BASE_PORT:-19092}"
 HEAP="${KMIRROR_KAFKA_HEAP:--Xms256m -Xmx512m}"
 JVM_OPTS="${KMIRROR_KAFKA_JVM_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20}"
 START_TIMEOUT="${KMIRROR_KAFKA_START_TIMEOUT:-300}"
@@ -78,6 +104,16 @@ LOG4J_VERSION="2.25.5"
 
 NODES_A=(1 2 3)
 NODES_B=(1)
+NODES_C=(1)
+
+case "$CLUSTERS" in
+"a b" | "c") ;;
+*) echo "kafka.sh: KMIRROR_KAFKA_CLUSTERS must be \"a b\" or \"c\", not '$CLUSTERS'" >&2; exit 1 ;;
+esac
+case "$VERSION" in
+3.9.* | [4-9].*) ;;
+*) echo "kafka.sh: Kafka $VERSION is not supported (3.9.x or 4.0.0+)" >&2; exit 1 ;;
+esac
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -106,8 +142,9 @@ cmd_install() {
 		rm -rf "$tmp"
 		die "maven could not resolve Kafka $VERSION"
 	fi
-	# Drop the slf4j 1.x API that some transitive dependency drags in: the 2.x one wins.
-	find "$tmp/lib" -name 'slf4j-api-1.*.jar' -delete
+	# Drop the slf4j 1.x API that some transitive dependency drags in: the 2.x one wins. Kafka
+	# 3.x also brings an slf4j 1.x binding to reload4j, which slf4j 2 ignores (with a warning).
+	find "$tmp/lib" \( -name 'slf4j-api-1.*.jar' -o -name 'slf4j-reload4j-1.*.jar' \) -delete
 	local storage_class dump_class
 	storage_class="$(find_class "$tmp/lib" kafka/tools/StorageTool.class org/apache/kafka/tools/StorageTool.class)" ||
 		die "no StorageTool class in Kafka $VERSION"
@@ -182,14 +219,23 @@ load_install() {
 # ---------------------------------------------------------------------------------------------
 # layout
 
-client_port() { # cluster id
-	if [[ "$1" == a ]]; then echo $((BASE_PORT + $2 - 1)); else echo $((BASE_PORT + 10 + $2 - 1)); fi
+port_offset() { # cluster: the cluster's first client port, relative to BASE_PORT
+	case "$1" in
+	a) echo 0 ;;
+	b) echo 10 ;;
+	*) echo 30 ;;
+	esac
 }
+client_port() { echo $((BASE_PORT + $(port_offset "$1") + $2 - 1)); } # cluster id
 sasl_ssl_port() { echo $((BASE_PORT + 20)); }
-controller_port() {
-	if [[ "$1" == a ]]; then echo $((BASE_PORT + 100 + $2 - 1)); else echo $((BASE_PORT + 110 + $2 - 1)); fi
+controller_port() { echo $((BASE_PORT + 100 + $(port_offset "$1") + $2 - 1)); }
+nodes_of() {
+	case "$1" in
+	a) echo "${NODES_A[@]}" ;;
+	b) echo "${NODES_B[@]}" ;;
+	*) echo "${NODES_C[@]}" ;;
+	esac
 }
-nodes_of() { if [[ "$1" == a ]]; then echo "${NODES_A[@]}"; else echo "${NODES_B[@]}"; fi; }
 node_dir() { echo "$WORKDIR/$1$2"; }
 
 bootstrap_of() {
@@ -210,7 +256,17 @@ write_config() { # cluster id
 	n=$(nodes_of "$c" | wc -w)
 	rf=$((n < 3 ? n : 3))
 	isr=$((rf > 1 ? 2 : 1))
-	if [[ "$c" == a ]]; then extra="${KMIRROR_KAFKA_EXTRA_CONFIG_A:-}"; else extra="${KMIRROR_KAFKA_EXTRA_CONFIG_B:-}"; fi
+	case "$c" in
+	a) extra="${KMIRROR_KAFKA_EXTRA_CONFIG_A:-}" ;;
+	b) extra="${KMIRROR_KAFKA_EXTRA_CONFIG_B:-}" ;;
+	*)
+		extra="# cluster C: an authorizer, so the ACL APIs answer; nothing is denied
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=true
+super.users=User:ANONYMOUS
+${KMIRROR_KAFKA_EXTRA_CONFIG_C:-}"
+		;;
+	esac
 	local listeners advertised protomap sasl=""
 	listeners="PLAINTEXT://127.0.0.1:$(client_port "$c" "$id"),CONTROLLER://127.0.0.1:$(controller_port "$c" "$id")"
 	advertised="PLAINTEXT://127.0.0.1:$(client_port "$c" "$id")"
@@ -249,8 +305,7 @@ offsets.topic.num.partitions=10
 transaction.state.log.replication.factor=$rf
 transaction.state.log.min.isr=$isr
 transaction.state.log.num.partitions=10
-share.coordinator.state.topic.replication.factor=$rf
-share.coordinator.state.topic.min.isr=$isr
+$(share_config "$rf" "$isr")
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 unclean.leader.election.enable=false
@@ -264,6 +319,12 @@ log.cleaner.backoff.ms=1000
 ${KMIRROR_KAFKA_EXTRA_CONFIG:-}
 $extra
 EOF
+}
+
+# share_config RF ISR: the share coordinator's settings, which Kafka 3.x does not know.
+share_config() {
+	[[ "$VERSION" == 3.* ]] && return 0
+	printf 'share.coordinator.state.topic.replication.factor=%s\nshare.coordinator.state.topic.min.isr=%s\n' "$1" "$2"
 }
 
 write_log4j() {
@@ -445,7 +506,7 @@ dump_node_logs() { # cluster id lines
 
 all_running() {
 	local c id
-	for c in a b; do
+	for c in $CLUSTERS; do
 		for id in $(nodes_of "$c"); do
 			node_pid "$c" "$id" >/dev/null || return 1
 		done
@@ -454,6 +515,11 @@ all_running() {
 
 write_env() {
 	local f="$WORKDIR/env"
+	if [[ "$CLUSTERS" == c ]]; then
+		write_env_c >"$f.new"
+		mv "$f.new" "$f"
+		return 0
+	fi
 	cat >"$f.new" <<EOF
 # generated by scripts/kafka/kafka.sh start — source this file before go test
 export KMIRROR_KAFKA_A=$(bootstrap_of a)
@@ -472,6 +538,27 @@ EOF
 	mv "$f.new" "$f"
 }
 
+# write_env_c prints cluster C's env file: only C's names, so it never overrides A and B's.
+write_env_c() {
+	cat <<EOF
+# generated by scripts/kafka/kafka.sh start (cluster C) — source this file before go test
+export KMIRROR_KAFKA_C=$(bootstrap_of c)
+export KMIRROR_KAFKA_C_VERSION=$VERSION
+export KMIRROR_KAFKA_C_WORKDIR=$WORKDIR
+export KMIRROR_KAFKA_C_BASE_PORT=$BASE_PORT
+export KMIRROR_KAFKA_C_SCRIPT=$SCRIPT_PATH
+EOF
+}
+
+# wait_all [-coordinators] waits for every cluster of this invocation.
+wait_all() {
+	local c
+	for c in $CLUSTERS; do wait_cluster "$c" ${1:+"$1"} || return 1; done
+}
+
+# has_b reports whether this invocation runs cluster B.
+has_b() { [[ " $CLUSTERS " == *" b "* ]]; }
+
 # ---------------------------------------------------------------------------------------------
 # subcommands
 
@@ -479,21 +566,22 @@ cmd_start() {
 	load_install
 	mkdir -p "$WORKDIR"
 	build_probe
-	cmd_tls
-	if all_running && ! b_has_sasl; then
+	if has_b; then cmd_tls; fi
+	if all_running && has_b && ! b_has_sasl; then
 		log "cluster B predates its SASL_SSL listener: restarting both clusters from scratch"
 	elif all_running; then
 		log "clusters already running; checking readiness"
-		wait_cluster a && wait_cluster b || exit 1
+		wait_all || exit 1
 		write_env
 		log "env: $WORKDIR/env"
 		return 0
 	fi
 	cmd_stop
 	local start=$SECONDS c id cid pids=()
-	rm -rf "$WORKDIR/a"[0-9]* "$WORKDIR/b"[0-9]* "$WORKDIR/env"
+	for c in $CLUSTERS; do rm -rf "$WORKDIR/$c"[0-9]*; done
+	rm -f "$WORKDIR/env"
 	write_log4j
-	for c in a b; do
+	for c in $CLUSTERS; do
 		cid="$(random_cluster_id)"
 		echo "$cid" >"$WORKDIR/cluster-$c.id"
 		for id in $(nodes_of "$c"); do
@@ -505,21 +593,23 @@ cmd_start() {
 	done
 	local p
 	for p in "${pids[@]}"; do wait "$p" || die "storage format failed"; done
-	for c in a b; do
+	for c in $CLUSTERS; do
 		for id in $(nodes_of "$c"); do launch_node "$c" "$id"; done
 	done
-	if ! wait_cluster a -coordinators || ! wait_cluster b -coordinators; then
+	if ! wait_all -coordinators; then
 		cmd_stop
 		die "clusters did not start"
 	fi
 	write_env
-	log "started Kafka $VERSION in $((SECONDS - start))s: A=$(bootstrap_of a) B=$(bootstrap_of b)"
+	local where=""
+	for c in $CLUSTERS; do where+=" ${c^^}=$(bootstrap_of "$c")"; done
+	log "started Kafka $VERSION in $((SECONDS - start))s:$where"
 	log "env: source $WORKDIR/env"
 }
 
 cmd_stop() {
 	local c id pid pids=()
-	for c in a b; do
+	for c in $CLUSTERS; do
 		for id in $(nodes_of "$c"); do
 			if pid="$(node_pid "$c" "$id")"; then pids+=("$pid"); fi
 		done
@@ -528,7 +618,7 @@ cmd_stop() {
 		log "stopping ${#pids[@]} node(s)"
 		stop_pids "$STOP_TIMEOUT" "${pids[@]}"
 	fi
-	for c in a b; do
+	for c in $CLUSTERS; do
 		for id in $(nodes_of "$c"); do rm -f "$(node_dir "$c" "$id")/pid"; done
 	done
 	return 0
@@ -536,7 +626,7 @@ cmd_stop() {
 
 check_node_args() {
 	[[ $# -eq 2 ]] || die "usage: $0 $CMD a|b NODE_ID"
-	[[ "$1" == a || "$1" == b ]] || die "cluster must be a or b, not $1"
+	[[ " $CLUSTERS " == *" $1 "* ]] || die "cluster must be one of $CLUSTERS (KMIRROR_KAFKA_CLUSTERS), not $1"
 	[[ " $(nodes_of "$1") " == *" $2 "* ]] || die "cluster $1 has no node $2 (nodes: $(nodes_of "$1"))"
 	[[ -f "$(node_dir "$1" "$2")/server.properties" ]] || die "node $1$2 was never started: run start first"
 }
@@ -565,7 +655,7 @@ cmd_start_node() {
 # status exits 0 when at least one node runs.
 cmd_status() {
 	local c id pid state any=1 up
-	for c in a b; do
+	for c in $CLUSTERS; do
 		up=0
 		for id in $(nodes_of "$c"); do
 			if pid="$(node_pid "$c" "$id")"; then
@@ -588,7 +678,7 @@ cmd_status() {
 
 cmd_logs() {
 	local node="${1:-}" lines="${2:-50}" c id
-	for c in a b; do
+	for c in $CLUSTERS; do
 		for id in $(nodes_of "$c"); do
 			[[ -z "$node" || "$node" == "$c$id" ]] || continue
 			dump_node_logs "$c" "$id" "$lines" 2>&1
