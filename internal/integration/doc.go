@@ -9,7 +9,10 @@
 // segments and on the source leader's; a source leader stopped mid-mirror; an unclean leader
 // election that makes the source answer with a DivergingEpoch; a zombie coordinator owner
 // fenced by Kafka's transactional producer epoch; and the state store over TLS + SASL/SCRAM.
-// The oracle of every byte comparison is a raw kmsg Fetch from the source partition's leader,
+// Through the mirror facade (mirror.New, memory destination, default KafkaSource and source
+// admin): mirroring from cluster C, Kafka 3.9 (every codec byte for byte, group offsets, a
+// config change, stop), ACL sync from C (its authorizer; A and B have none), and a source topic
+// deleted on A and on C. The oracle of every byte comparison is a raw kmsg Fetch from the source partition's leader,
 // written here independently of package fetcher.
 //
 // Who calls it: go test, locally and in CI (.ci/run):

@@ -26,6 +26,11 @@
 // (KMIRROR_KAFKA_B_SASL_SSL), the CA (KMIRROR_KAFKA_B_CA) and the credentials
 // (KMIRROR_KAFKA_B_USER, KMIRROR_KAFKA_B_PASSWORD).
 //
+// Cluster C is an older source: one Kafka 3.9 node with an authorizer (StandardAuthorizer,
+// everything allowed), started by its own invocation of the script with its own work directory
+// and ports (KMIRROR_KAFKA_CLUSTERS=c scripts/kafka/kafka.sh start, then source
+// /tmp/kmirror-kafka-c/env). [ClusterC] skips without it, or fails with KMIRROR_REQUIRE_KAFKA_C=1.
+//
 // Concurrency: a test that calls Brokers (or ClusterA/ClusterB) holds the clusters
 // exclusively until it ends, through a flock on <workdir>/tests.lock that spans the test
 // binaries `go test ./...` runs in parallel; StopBroker and StartBroker can therefore never
