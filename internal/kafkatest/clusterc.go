@@ -17,6 +17,10 @@ const (
 	EnvC = "KMIRROR_KAFKA_C"
 	// EnvCVersion holds the Kafka version cluster C runs.
 	EnvCVersion = "KMIRROR_KAFKA_C_VERSION"
+	// EnvCWorkdir holds cluster C's work directory (its nodes' data and logs, its env file).
+	EnvCWorkdir = "KMIRROR_KAFKA_C_WORKDIR"
+	// EnvCScript holds the absolute path of the kafka.sh that started cluster C.
+	EnvCScript = "KMIRROR_KAFKA_C_SCRIPT"
 	// EnvRequireC, set to 1, turns a missing cluster C into a failure (with or without CI).
 	EnvRequireC = "KMIRROR_REQUIRE_KAFKA_C"
 )
@@ -45,3 +49,16 @@ func ClusterC(t testing.TB) []string {
 
 // VersionC returns the Kafka version of cluster C from the environment, or "" when unset.
 func VersionC() string { return strings.TrimSpace(os.Getenv(EnvCVersion)) }
+
+// workdirC returns cluster C's work directory, skipping or failing the test when unset.
+func workdirC(t testing.TB) string {
+	t.Helper()
+	d := strings.TrimSpace(os.Getenv(EnvCWorkdir))
+	if d == "" {
+		if RequiredC() {
+			t.Fatalf("%s=1 requires Kafka cluster C: %s is not set; %s", EnvRequireC, EnvCWorkdir, skipMessageC)
+		}
+		t.Skip(skipMessageC)
+	}
+	return d
+}

@@ -194,7 +194,15 @@ func runScript(t testing.TB, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{Script(t)}, args...)...)
+	script := Script(t)
+	onC := len(args) > 1 && args[1] == string(C)
+	if s := os.Getenv(EnvCScript); onC && s != "" {
+		script = s // the script that started C, which knows cluster C
+	}
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	if onC {
+		cmd.Env = append(os.Environ(), "KMIRROR_KAFKA_CLUSTERS=c") // C runs in its own invocation
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -205,6 +213,9 @@ func runScript(t testing.TB, args ...string) {
 // NodeDataDir returns the log directory (log.dirs) of node nodeID of cluster c.
 func NodeDataDir(t testing.TB, c Cluster, nodeID int32) string {
 	t.Helper()
+	if c == C {
+		return filepath.Join(workdirC(t), fmt.Sprintf("%s%d", string(c), nodeID), "data")
+	}
 	return filepath.Join(Workdir(t), fmt.Sprintf("%s%d", string(c), nodeID), "data")
 }
 
