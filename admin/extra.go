@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -66,7 +67,7 @@ func checkExtra(extra []ExtraAPI) (map[int16]ExtraAPI, error) {
 
 // handleExtra serves one frame of an ExtraAPI key; r is positioned after the
 // client id of the request header.
-func (s *Server) handleExtra(e ExtraAPI, h header, r kbin.Reader, principal, remote string) (out []byte, keep bool, err error) {
+func (s *Server) handleExtra(e ExtraAPI, h header, r kbin.Reader, principal, remote string) (out net.Buffers, keep bool, err error) {
 	if h.version < e.MinVersion || h.version > e.MaxVersion {
 		return nil, false, &errClose{fmt.Sprintf("unsupported request key %d version %d from %s", h.key, h.version, remote)}
 	}
@@ -94,7 +95,10 @@ func (s *Server) handleExtra(e ExtraAPI, h header, r kbin.Reader, principal, rem
 		return nil, false, fmt.Errorf("admin: extra handler for key %d returned no response of its key", h.key)
 	}
 	resp.SetVersion(h.version)
-	return appendResponseFrame(make([]byte, 0, responseSizeHint(resp)), h.correlation, req.IsFlexible(), resp), true, nil
+	if f, ok := resp.(*kmsg.FetchResponse); ok {
+		return fetchFrame(h.correlation, req.IsFlexible(), f), true, nil
+	}
+	return net.Buffers{appendResponseFrame(make([]byte, 0, responseSizeHint(resp)), h.correlation, req.IsFlexible(), resp)}, true, nil
 }
 
 // responseSizeHint is a capacity for the frame of resp that fits it in one allocation

@@ -106,8 +106,9 @@ func FuzzServerFrame(f *testing.F) {
 	}}})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		out, keep, err := srv.handleFrame(frame, "User:fuzz", "fuzz")
-		if out == nil {
+		bufs, keep, err := srv.handleFrame(frame, "User:fuzz", "fuzz")
+		out := bytes.Join(bufs, nil)
+		if bufs == nil {
 			require.False(t, keep)
 			require.Error(t, err)
 			return

@@ -247,7 +247,7 @@ type header struct {
 // handleFrame serves one request frame (without its size prefix). It
 // returns the full response frame to write (nil for none), whether to keep
 // the connection open, and an error to report.
-func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte, keep bool, err error) {
+func (s *Server) handleFrame(frame []byte, principal, remote string) (out net.Buffers, keep bool, err error) {
 	r := kbin.Reader{Src: frame}
 	var h header
 	h.key, h.version, h.correlation = r.Int16(), r.Int16(), r.Int32()
@@ -256,7 +256,11 @@ func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte
 		return nil, false, &errClose{fmt.Sprintf("truncated request header from %s", remote)}
 	}
 	if h.key == apiVersionsKey {
-		return s.handleAPIVersions(h, r)
+		b, keep, err := s.handleAPIVersions(h, r)
+		if b == nil {
+			return nil, keep, err
+		}
+		return net.Buffers{b}, keep, err
 	}
 	if e, ok := s.extra[h.key]; ok {
 		if len(frame) > int(s.cfg.MaxExtraRequestSize) {
@@ -290,8 +294,7 @@ func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte
 		keep = !panicked
 	}
 	resp.SetVersion(h.version)
-	out = appendResponseFrame(nil, h.correlation, true, resp)
-	return out, keep, err
+	return net.Buffers{appendResponseFrame(nil, h.correlation, true, resp)}, keep, err
 }
 
 // call authorizes and dispatches req, turning handler errors and panics into
