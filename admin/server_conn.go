@@ -78,12 +78,13 @@ func (s *Server) serveOne(c net.Conn, buf []byte, principal, remote string) ([]b
 		return frame, false
 	}
 	out, keep, err := s.handleFrame(frame, principal, remote)
+	defer out.finish()
 	if err != nil {
 		s.report(err)
 	}
-	if out != nil {
+	if out.bufs != nil {
 		_ = c.SetWriteDeadline(deadline(s.cfg.WriteTimeout))
-		if werr := writeBuffers(c, out); werr != nil {
+		if werr := writeBuffers(c, out.bufs); werr != nil {
 			s.report(fmt.Errorf("admin: write to %s: %w", remote, werr))
 			return frame, false
 		}
