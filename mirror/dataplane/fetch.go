@@ -17,7 +17,12 @@ import (
 // nothing forces an immediate answer and fewer than MinBytes are ready,
 // long-polls until an append, MaxWait or the server's close.
 func (dp *DataPlane) fetch(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	r := req.(*kmsg.FetchRequest)
+	return dp.fetchWith(ctx, req.(*kmsg.FetchRequest), fetchBuffers(ctx))
+}
+
+// fetchWith is fetch with its reads going into buffers of rb (nil: fresh
+// memory).
+func (dp *DataPlane) fetchWith(ctx context.Context, r *kmsg.FetchRequest, rb *readBuffers) (kmsg.Response, error) {
 	if r.Version >= 4 && r.IsolationLevel != fetcher.ReadUncommitted && r.IsolationLevel != fetcher.ReadCommitted {
 		return nil, fmt.Errorf("dataplane: fetch isolation level %d", r.IsolationLevel)
 	}
@@ -31,7 +36,6 @@ func (dp *DataPlane) fetch(ctx context.Context, req kmsg.Request) (kmsg.Response
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	var poll *time.Ticker
-	rb := fetchBuffers(ctx)
 	for {
 		woken := dp.waitChan() // before reading, so an append during the read wakes us
 		resp, ready, immediate := dp.readFetch(ctx, r, rb)
@@ -46,11 +50,13 @@ func (dp *DataPlane) fetch(ctx context.Context, req kmsg.Request) (kmsg.Response
 		case <-ctx.Done():
 			return resp, nil
 		case <-deadline.C:
+			rb.recycle() // resp is replaced, never sent
 			resp, _, _ = dp.readFetch(ctx, r, rb)
 			return resp, nil
 		case <-woken:
 		case <-poll.C:
 		}
+		rb.recycle() // the next read replaces resp, never sent
 	}
 }
 

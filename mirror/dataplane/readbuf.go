@@ -58,6 +58,15 @@ func (rb *readBuffers) get(n int) []byte {
 	return (*bp)[:0]
 }
 
+// recycle returns the buffers lent so far, held by a response the long-poll
+// drops unsent, so that a long poll does not pile up one buffer per read;
+// nothing may use them after. A nil rb lends nothing.
+func (rb *readBuffers) recycle() {
+	if rb != nil {
+		rb.release()
+	}
+}
+
 // release returns every lent buffer to the pool; nothing may use them after.
 func (rb *readBuffers) release() {
 	rb.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -111,4 +112,34 @@ func TestReadBuffersPooling(t *testing.T) {
 	require.Len(t, rb.lent, 1)
 	rb.release()
 	require.Empty(t, rb.lent)
+}
+
+// TestLongPollRecyclesDroppedReads: a Fetch that long-polls with data ready
+// but below MinBytes re-reads on every poll; the reads of dropped responses
+// go back to the pool instead of piling up, and the one sent is intact.
+func TestLongPollRecyclesDroppedReads(t *testing.T) {
+	dst, err := mirror.OpenFileDestination(t.TempDir(), "cluster-poll", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dst.Close() })
+	dp, err := New(Config{Destination: dst, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, PollInterval: time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dp.Close()) })
+	s := &site{dst: dst, dp: dp}
+	spec := s.topic(t, "poll", 1)
+	l := s.log(t, "poll", 0)
+	require.NoError(t, l.Append(dataBatch(t, 0, 0, 10, -1, 0, false)))
+	want, err := l.Read(0, 1<<20)
+	require.NoError(t, err)
+	req := fetchReq(spec, 0, 0, nil)
+	req.Version = 13
+	req.MinBytes, req.MaxWaitMillis = 1<<20, 10000
+	rb := &readBuffers{}
+	// The poll ends with the context (the server closing), which returns the
+	// last read as it is: what is still lent then is what the poll kept.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	resp, err := dp.fetchWith(ctx, req, rb)
+	require.NoError(t, err)
+	require.Equal(t, want, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches)
+	require.Len(t, rb.lent, 1, "only the sent response's buffer is still lent")
 }
