@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -65,10 +66,12 @@ func checkExtra(extra []ExtraAPI) (map[int16]ExtraAPI, error) {
 }
 
 // handleExtra serves one frame of an ExtraAPI key; r is positioned after the
-// client id of the request header.
-func (s *Server) handleExtra(e ExtraAPI, h header, r kbin.Reader, principal, remote string) (out []byte, keep bool, err error) {
+// client id of the request header. The reply's done runs what the handler
+// registered with RequestContext.OnDone; the caller runs it once it is done
+// with the reply (it is run here when there is none).
+func (s *Server) handleExtra(e ExtraAPI, h header, r kbin.Reader, principal, remote string) (out reply, keep bool, err error) {
 	if h.version < e.MinVersion || h.version > e.MaxVersion {
-		return nil, false, &errClose{fmt.Sprintf("unsupported request key %d version %d from %s", h.key, h.version, remote)}
+		return reply{}, false, &errClose{fmt.Sprintf("unsupported request key %d version %d from %s", h.key, h.version, remote)}
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
@@ -76,25 +79,47 @@ func (s *Server) handleExtra(e ExtraAPI, h header, r kbin.Reader, principal, rem
 		kmsg.SkipTags(&r)
 	}
 	if !r.Ok() {
-		return nil, false, &errClose{fmt.Sprintf("truncated request header tags from %s", remote)}
+		return reply{}, false, &errClose{fmt.Sprintf("truncated request header tags from %s", remote)}
 	}
 	if derr := req.ReadFrom(r.Src); derr != nil {
-		return nil, false, fmt.Errorf("admin: key %d v%d request from %s: %w", h.key, h.version, remote, derr)
+		return reply{}, false, fmt.Errorf("admin: key %d v%d request from %s: %w", h.key, h.version, remote, derr)
 	}
 	rc := &RequestContext{Principal: principal, ClientID: h.clientID, RemoteAddr: remote,
 		Key: h.key, Version: h.version, CorrelationID: h.correlation}
 	resp, err := s.callExtra(e, rc, req)
 	if errors.Is(err, ErrNoResponse) {
-		return nil, true, nil
+		rc.finish()
+		return reply{}, true, nil
+	}
+	if err == nil && (resp == nil || resp.Key() != h.key) {
+		err = fmt.Errorf("admin: extra handler for key %d returned no response of its key", h.key)
 	}
 	if err != nil {
-		return nil, false, err
-	}
-	if resp == nil || resp.Key() != h.key {
-		return nil, false, fmt.Errorf("admin: extra handler for key %d returned no response of its key", h.key)
+		rc.finish()
+		return reply{}, false, err
 	}
 	resp.SetVersion(h.version)
-	return appendResponseFrame(make([]byte, 0, responseSizeHint(resp)), h.correlation, req.IsFlexible(), resp), true, nil
+	out = reply{done: rc.finish}
+	if f, ok := resp.(*kmsg.FetchResponse); ok {
+		out.bufs = fetchFrame(h.correlation, req.IsFlexible(), f)
+	} else {
+		out.bufs = net.Buffers{appendResponseFrame(make([]byte, 0, responseSizeHint(resp)), h.correlation, req.IsFlexible(), resp)}
+	}
+	return out, true, nil
+}
+
+// reply is a response frame as buffers to write, and what to run once the
+// server is done with them (nil: nothing).
+type reply struct {
+	bufs net.Buffers
+	done func()
+}
+
+// finish runs r's done, if any.
+func (r reply) finish() {
+	if r.done != nil {
+		r.done()
+	}
 }
 
 // responseSizeHint is a capacity for the frame of resp that fits it in one allocation
@@ -122,7 +147,19 @@ func (s *Server) callExtra(e ExtraAPI, rc *RequestContext, req kmsg.Request) (re
 			resp, err = nil, fmt.Errorf("admin: extra handler panic on key %d from %s: %v", rc.Key, rc.RemoteAddr, p)
 		}
 	}()
-	return e.Serve(s.ctx, rc, req)
+	return e.Serve(context.WithValue(s.ctx, requestContextKey{}, rc), rc, req)
+}
+
+// requestContextKey keys the RequestContext in the context an ExtraAPI's
+// Serve gets.
+type requestContextKey struct{}
+
+// RequestContextFrom returns the RequestContext of the request whose Serve
+// got ctx (an ExtraAPI's), so that code below Serve that has only the
+// context can register RequestContext.OnDone.
+func RequestContextFrom(ctx context.Context) (*RequestContext, bool) {
+	rc, ok := ctx.Value(requestContextKey{}).(*RequestContext)
+	return rc, ok
 }
 
 // extraKeys lists the ExtraAPI keys for ApiVersions, sorted by key.

@@ -106,8 +106,10 @@ func FuzzServerFrame(f *testing.F) {
 	}}})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		out, keep, err := srv.handleFrame(frame, "User:fuzz", "fuzz")
-		if out == nil {
+		rep, keep, err := srv.handleFrame(frame, "User:fuzz", "fuzz")
+		rep.finish()
+		out := bytes.Join(rep.bufs, nil)
+		if rep.bufs == nil {
 			require.False(t, keep)
 			require.Error(t, err)
 			return

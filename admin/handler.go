@@ -14,6 +14,26 @@ type RequestContext struct {
 	Key           int16   // API key of the request
 	Version       int16   // API version of the request
 	CorrelationID int32
+
+	done []func() // see OnDone
+}
+
+// OnDone registers fn to run once the server is done with the response to
+// this request: after writing it to the connection, or after dropping it
+// (an error, a closed connection). An ExtraAPI handler uses it to reuse
+// memory its response refers to, such as the record buffers of a Fetch
+// response, which the server writes as they are. fn runs on the
+// connection's goroutine, after Serve returned.
+func (rc *RequestContext) OnDone(fn func()) {
+	rc.done = append(rc.done, fn)
+}
+
+// finish runs the functions registered with OnDone.
+func (rc *RequestContext) finish() {
+	for _, fn := range rc.done {
+		fn()
+	}
+	rc.done = nil
 }
 
 // Handler serves the mirror RPCs. The Server calls one method per request,

@@ -247,35 +247,39 @@ type header struct {
 // handleFrame serves one request frame (without its size prefix). It
 // returns the full response frame to write (nil for none), whether to keep
 // the connection open, and an error to report.
-func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte, keep bool, err error) {
+func (s *Server) handleFrame(frame []byte, principal, remote string) (out reply, keep bool, err error) {
 	r := kbin.Reader{Src: frame}
 	var h header
 	h.key, h.version, h.correlation = r.Int16(), r.Int16(), r.Int32()
 	h.clientID = r.NullableString()
 	if !r.Ok() {
-		return nil, false, &errClose{fmt.Sprintf("truncated request header from %s", remote)}
+		return reply{}, false, &errClose{fmt.Sprintf("truncated request header from %s", remote)}
 	}
 	if h.key == apiVersionsKey {
-		return s.handleAPIVersions(h, r)
+		b, keep, err := s.handleAPIVersions(h, r)
+		if b == nil {
+			return reply{}, keep, err
+		}
+		return reply{bufs: net.Buffers{b}}, keep, err
 	}
 	if e, ok := s.extra[h.key]; ok {
 		if len(frame) > int(s.cfg.MaxExtraRequestSize) {
-			return nil, false, &errClose{fmt.Sprintf("key %d request of %d bytes from %s (limit %d)", h.key, len(frame), remote, s.cfg.MaxExtraRequestSize)}
+			return reply{}, false, &errClose{fmt.Sprintf("key %d request of %d bytes from %s (limit %d)", h.key, len(frame), remote, s.cfg.MaxExtraRequestSize)}
 		}
 		return s.handleExtra(e, h, r, principal, remote)
 	}
 	if len(frame) > int(s.cfg.MaxRequestSize) {
-		return nil, false, &errClose{fmt.Sprintf("key %d request of %d bytes from %s (limit %d)", h.key, len(frame), remote, s.cfg.MaxRequestSize)}
+		return reply{}, false, &errClose{fmt.Sprintf("key %d request of %d bytes from %s (limit %d)", h.key, len(frame), remote, s.cfg.MaxRequestSize)}
 	}
 	req, ok := NewRequest(h.key, h.version)
 	if !ok {
 		// Kafka closes the connection for unknown keys and for unsupported
 		// versions of keys other than ApiVersions: no response shape fits.
-		return nil, false, &errClose{fmt.Sprintf("unsupported request key %d version %d from %s", h.key, h.version, remote)}
+		return reply{}, false, &errClose{fmt.Sprintf("unsupported request key %d version %d from %s", h.key, h.version, remote)}
 	}
 	kmsg.SkipTags(&r) // every mirror RPC version is flexible: header v2
 	if !r.Ok() {
-		return nil, false, &errClose{fmt.Sprintf("truncated request header tags from %s", remote)}
+		return reply{}, false, &errClose{fmt.Sprintf("truncated request header tags from %s", remote)}
 	}
 	rc := &RequestContext{Principal: principal, ClientID: h.clientID, RemoteAddr: remote,
 		Key: h.key, Version: h.version, CorrelationID: h.correlation}
@@ -290,8 +294,7 @@ func (s *Server) handleFrame(frame []byte, principal, remote string) (out []byte
 		keep = !panicked
 	}
 	resp.SetVersion(h.version)
-	out = appendResponseFrame(nil, h.correlation, true, resp)
-	return out, keep, err
+	return reply{bufs: net.Buffers{appendResponseFrame(nil, h.correlation, true, resp)}}, keep, err
 }
 
 // call authorizes and dispatches req, turning handler errors and panics into

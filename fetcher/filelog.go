@@ -448,6 +448,14 @@ func (l *FileLog) OpenTransactions() []OpenTxn {
 // Read implements Log. It uses the segment's sparse index to find the batch
 // and returns whole batches of one segment.
 func (l *FileLog) Read(offset int64, maxBytes int) ([]byte, error) {
+	return l.ReadBuffer(offset, maxBytes, nil)
+}
+
+// ReadBuffer is Read into buf when its capacity holds the read (else into a
+// new slice): the result is a prefix of buf or new memory, and the caller
+// owns buf again only once it no longer uses the result. A server reuses
+// read buffers with it.
+func (l *FileLog) ReadBuffer(offset int64, maxBytes int, buf []byte) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -478,7 +486,11 @@ func (l *FileLog) Read(offset int64, maxBytes int) ([]byte, error) {
 		if first < records.HeaderSize || first > n {
 			return nil, fmt.Errorf("fetcher: segment %d corrupt at %d: %w", s.base, start, records.ErrCorrupt)
 		}
-		out := make([]byte, n)
+		out := buf[:0]
+		if int64(cap(out)) < n {
+			out = make([]byte, n)
+		}
+		out = out[:n]
 		if _, err := s.log.ReadAt(out, start); err != nil {
 			return nil, fmt.Errorf("fetcher: read segment: %w", err)
 		}

@@ -17,7 +17,12 @@ import (
 // nothing forces an immediate answer and fewer than MinBytes are ready,
 // long-polls until an append, MaxWait or the server's close.
 func (dp *DataPlane) fetch(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	r := req.(*kmsg.FetchRequest)
+	return dp.fetchWith(ctx, req.(*kmsg.FetchRequest), fetchBuffers(ctx))
+}
+
+// fetchWith is fetch with its reads going into buffers of rb (nil: fresh
+// memory).
+func (dp *DataPlane) fetchWith(ctx context.Context, r *kmsg.FetchRequest, rb *readBuffers) (kmsg.Response, error) {
 	if r.Version >= 4 && r.IsolationLevel != fetcher.ReadUncommitted && r.IsolationLevel != fetcher.ReadCommitted {
 		return nil, fmt.Errorf("dataplane: fetch isolation level %d", r.IsolationLevel)
 	}
@@ -33,7 +38,7 @@ func (dp *DataPlane) fetch(ctx context.Context, req kmsg.Request) (kmsg.Response
 	var poll *time.Ticker
 	for {
 		woken := dp.waitChan() // before reading, so an append during the read wakes us
-		resp, ready, immediate := dp.readFetch(ctx, r)
+		resp, ready, immediate := dp.readFetch(ctx, r, rb)
 		if immediate || ready >= int(r.MinBytes) || wait <= 0 {
 			return resp, nil
 		}
@@ -45,11 +50,13 @@ func (dp *DataPlane) fetch(ctx context.Context, req kmsg.Request) (kmsg.Response
 		case <-ctx.Done():
 			return resp, nil
 		case <-deadline.C:
-			resp, _, _ = dp.readFetch(ctx, r)
+			rb.recycle() // resp is replaced, never sent
+			resp, _, _ = dp.readFetch(ctx, r, rb)
 			return resp, nil
 		case <-woken:
 		case <-poll.C:
 		}
+		rb.recycle() // the next read replaces resp, never sent
 	}
 }
 
@@ -61,10 +68,11 @@ type fetchBudget struct {
 	gotFirst bool
 }
 
-// readFetch reads every requested partition once. ready is the number of
-// record bytes in the response; immediate is set when a partition carries an
-// error or a diverging epoch (answered without waiting, as Kafka does).
-func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest) (resp *kmsg.FetchResponse, ready int, immediate bool) {
+// readFetch reads every requested partition once, into buffers of rb (nil:
+// fresh memory). ready is the number of record bytes in the response;
+// immediate is set when a partition carries an error or a diverging epoch
+// (answered without waiting, as Kafka does).
+func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, rb *readBuffers) (resp *kmsg.FetchResponse, ready int, immediate bool) {
 	resp = r.ResponseKind().(*kmsg.FetchResponse)
 	total := dp.cfg.FetchMaxBytes
 	if r.Version >= 3 {
@@ -93,7 +101,7 @@ func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest) (resp 
 			}
 			if code != fetcher.CodeNone {
 				p.ErrorCode, immediate = code, true
-			} else if dp.readPartition(ctx, r.Version, iso, part, rp, &p, budget) {
+			} else if dp.readPartition(ctx, r.Version, iso, part, rp, &p, budget, rb) {
 				immediate = true
 			}
 			ready += len(p.RecordBatches)
@@ -122,7 +130,7 @@ func clampBytes(asked int32, limit int) int {
 
 // readPartition fills p from one partition; it reports whether the answer
 // must go out at once (an error or a diverging epoch).
-func (dp *DataPlane) readPartition(ctx context.Context, version int16, iso int8, part partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget *fetchBudget) bool {
+func (dp *DataPlane) readPartition(ctx context.Context, version int16, iso int8, part partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget *fetchBudget, rb *readBuffers) bool {
 	fp := fetcher.FetchPartition{Topic: part.topic, TopicID: part.topicID, Partition: part.index,
 		FetchOffset: rp.FetchOffset, LastFetchedEpoch: -1, CurrentLeaderEpoch: -1}
 	if version >= 9 {
@@ -133,7 +141,7 @@ func (dp *DataPlane) readPartition(ctx context.Context, version int16, iso int8,
 	}
 	partMax := clampBytes(rp.PartitionMaxBytes, dp.cfg.FetchMaxBytes)
 	fp.MaxBytes = int32(min(partMax, max(budget.left, 1)))
-	res, err := localSource(iso, part).Fetch(ctx, []fetcher.FetchPartition{fp})
+	res, err := localSource(iso, part.pooled(rb, int(fp.MaxBytes))).Fetch(ctx, []fetcher.FetchPartition{fp})
 	if err != nil || len(res) != 1 {
 		p.ErrorCode = codeKafkaStorageError
 		return true

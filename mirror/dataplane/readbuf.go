@@ -1,0 +1,102 @@
+package dataplane
+
+import (
+	"context"
+	"sync"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
+)
+
+// maxPooledRead is the largest partition read served from a reused buffer;
+// larger ones (a partition limit above Kafka's 1 MiB default times eight)
+// get fresh memory.
+const maxPooledRead = 8 << 20
+
+// readBufferPool holds read buffers of past Fetch responses. A buffer goes
+// back only once the server has written (or dropped) the response whose
+// record batches it holds: see readBuffers.
+var readBufferPool sync.Pool // of *[]byte
+
+// bufferReader is the optional Log method reads into a reused buffer use
+// (fetcher.FileLog.ReadBuffer).
+type bufferReader interface {
+	ReadBuffer(offset int64, maxBytes int, buf []byte) ([]byte, error)
+}
+
+// readBuffers lends pooled buffers to the partition reads of one Fetch and
+// takes them back when the server is done with its response.
+type readBuffers struct {
+	mu   sync.Mutex
+	lent []*[]byte
+}
+
+// fetchBuffers returns the read buffers of the Fetch that got ctx, released
+// by the server after it wrote the response (admin.RequestContext.OnDone);
+// nil when ctx comes from no admin server (Serve called directly): the
+// reads then use fresh memory.
+func fetchBuffers(ctx context.Context) *readBuffers {
+	rc, ok := admin.RequestContextFrom(ctx)
+	if !ok {
+		return nil
+	}
+	rb := &readBuffers{}
+	rc.OnDone(rb.release)
+	return rb
+}
+
+// get lends a buffer of capacity at least n.
+func (rb *readBuffers) get(n int) []byte {
+	bp, _ := readBufferPool.Get().(*[]byte)
+	if bp == nil || cap(*bp) < n {
+		b := make([]byte, 0, n)
+		bp = &b
+	}
+	rb.mu.Lock()
+	rb.lent = append(rb.lent, bp)
+	rb.mu.Unlock()
+	return (*bp)[:0]
+}
+
+// recycle returns the buffers lent so far, held by a response the long-poll
+// drops unsent, so that a long poll does not pile up one buffer per read;
+// nothing may use them after. A nil rb lends nothing.
+func (rb *readBuffers) recycle() {
+	if rb != nil {
+		rb.release()
+	}
+}
+
+// release returns every lent buffer to the pool; nothing may use them after.
+func (rb *readBuffers) release() {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	for _, bp := range rb.lent {
+		readBufferPool.Put(bp)
+	}
+	rb.lent = nil
+}
+
+// pooledLog is a partition's log whose reads (those of LocalSource.Fetch)
+// go into buffers lent by rb; every other method is the log's.
+type pooledLog struct {
+	fetcher.Log
+	br bufferReader
+	rb *readBuffers
+}
+
+// Read implements fetcher.Log.
+func (l pooledLog) Read(offset int64, maxBytes int) ([]byte, error) {
+	return l.br.ReadBuffer(offset, maxBytes, l.rb.get(maxBytes))
+}
+
+// pooled returns part with its log reading into rb's buffers, when rb is
+// set, the log can read into a buffer and maxBytes is small enough to pool.
+func (part partition) pooled(rb *readBuffers, maxBytes int) partition {
+	br, ok := part.log.(bufferReader)
+	if rb == nil || !ok || maxBytes > maxPooledRead {
+		return part
+	}
+	part.log = pooledLog{Log: part.log, br: br, rb: rb}
+	return part
+}

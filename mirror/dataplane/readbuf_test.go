@@ -1,0 +1,145 @@
+package dataplane
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror"
+)
+
+// startFileSite is startSite over a file destination, whose logs read into
+// the data plane's reused buffers.
+func startFileSite(t *testing.T) *site {
+	t.Helper()
+	dst, err := mirror.OpenFileDestination(t.TempDir(), "cluster-"+t.Name(), fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dst.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dp, err := New(Config{Destination: dst, AdvertisedHost: "127.0.0.1", AdvertisedPort: int32(ln.Addr().(*net.TCPAddr).Port)})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dp.Close()) })
+	srv, err := admin.NewServer(admin.ServerConfig{Handler: admin.UnimplementedHandler{}, Extra: dp.APIs()})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		require.ErrorIs(t, <-done, admin.ErrServerClosed)
+	})
+	return &site{dst: dst, dp: dp, addr: ln.Addr().String()}
+}
+
+// TestFetchReusedBuffersKeepEveryResponse: concurrent fetches of different
+// partitions and offsets from a file destination, whose reads go into pooled
+// buffers, each get exactly their log's bytes: a buffer is reused only after
+// the response holding it was written.
+func TestFetchReusedBuffersKeepEveryResponse(t *testing.T) {
+	s := startFileSite(t)
+	spec := s.topic(t, "pooled", 4)
+	want := map[[2]int64][]byte{} // partition, offset -> bytes
+	for p := int32(0); p < 4; p++ {
+		l := s.log(t, "pooled", p)
+		_, ok := l.(bufferReader)
+		require.True(t, ok, "a file log reads into buffers")
+		for b := int64(0); b < 8; b++ {
+			require.NoError(t, l.Append(dataBatch(t, b*10, 0, 10, -1, 0, false)))
+		}
+		for off := int64(0); off < 80; off += 10 {
+			got, err := l.Read(off, 1<<20)
+			require.NoError(t, err)
+			want[[2]int64{int64(p), off}] = got
+		}
+	}
+	var wg sync.WaitGroup
+	for c := 0; c < 4; c++ {
+		cl := s.client(t, kgo.RetryTimeout(0))
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				p, off := int32((c+i)%4), int64((i*3+c)%8)*10
+				resp, err := fetchReq(spec, p, off, nil).RequestWith(context.Background(), cl)
+				if !assertFetch(t, err, resp, want[[2]int64{int64(p), off}]) {
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+}
+
+// assertFetch checks one fetch response carries exactly recs.
+func assertFetch(t *testing.T, err error, resp *kmsg.FetchResponse, recs []byte) bool {
+	return assertNoErr(t, err) && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 &&
+		assertBytes(t, recs, resp.Topics[0].Partitions[0].RecordBatches)
+}
+
+func assertNoErr(t *testing.T, err error) bool {
+	if err != nil {
+		t.Errorf("fetch: %v", err)
+	}
+	return err == nil
+}
+
+func assertBytes(t *testing.T, want, got []byte) bool {
+	if string(want) != string(got) {
+		t.Errorf("fetched %d bytes, want %d, not the log's", len(got), len(want))
+		return false
+	}
+	return true
+}
+
+// TestReadBuffersPooling: a Fetch served outside an admin server (Serve)
+// reads into fresh memory; lent buffers go back on release only.
+func TestReadBuffersPooling(t *testing.T) {
+	require.Nil(t, fetchBuffers(context.Background()))
+	part := partition{log: fetcher.NewMemoryLog(fetcher.MemoryLogOptions{})}
+	rb := &readBuffers{}
+	_, wrapped := part.pooled(rb, 1<<20).log.(pooledLog)
+	require.False(t, wrapped, "a memory log has no ReadBuffer")
+	b := rb.get(100)
+	require.GreaterOrEqual(t, cap(b), 100)
+	require.Len(t, rb.lent, 1)
+	rb.release()
+	require.Empty(t, rb.lent)
+}
+
+// TestLongPollRecyclesDroppedReads: a Fetch that long-polls with data ready
+// but below MinBytes re-reads on every poll; the reads of dropped responses
+// go back to the pool instead of piling up, and the one sent is intact.
+func TestLongPollRecyclesDroppedReads(t *testing.T) {
+	dst, err := mirror.OpenFileDestination(t.TempDir(), "cluster-poll", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dst.Close() })
+	dp, err := New(Config{Destination: dst, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, PollInterval: time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dp.Close()) })
+	s := &site{dst: dst, dp: dp}
+	spec := s.topic(t, "poll", 1)
+	l := s.log(t, "poll", 0)
+	require.NoError(t, l.Append(dataBatch(t, 0, 0, 10, -1, 0, false)))
+	want, err := l.Read(0, 1<<20)
+	require.NoError(t, err)
+	req := fetchReq(spec, 0, 0, nil)
+	req.Version = 13
+	req.MinBytes, req.MaxWaitMillis = 1<<20, 10000
+	rb := &readBuffers{}
+	// The poll ends with the context (the server closing), which returns the
+	// last read as it is: what is still lent then is what the poll kept.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	resp, err := dp.fetchWith(ctx, req, rb)
+	require.NoError(t, err)
+	require.Equal(t, want, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches)
+	require.Len(t, rb.lent, 1, "only the sent response's buffer is still lent")
+}
