@@ -1,0 +1,37 @@
+package twosites
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestConsumerGroupsDescribe: Kafka's own kafka-consumer-groups --describe works against a
+// site: the group offsets committed there (as kmirror's group-offset sync commits them on
+// a destination) are listed with the log end offsets and the lag.
+func TestConsumerGroupsDescribe(t *testing.T) {
+	s := newSite(t, "G")
+	createTopic(t, s.addr, "orders", 2)
+	produceKgo(t, s.addr, "orders", 2, 10, "g") // 10 records per partition
+	cl := kgoClient(t, s.addr)
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "audit", -1
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = "orders"
+	for p, off := range []int64{3, 2} {
+		op := kmsg.NewOffsetCommitRequestTopicPartition()
+		op.Partition, op.Offset = int32(p), off
+		ot.Partitions = append(ot.Partitions, op)
+	}
+	oc.Topics = append(oc.Topics, ot)
+	resp := request[*kmsg.OffsetCommitResponse](t, cl, oc)
+	for _, p := range resp.Topics[0].Partitions {
+		require.Equal(t, int16(0), p.ErrorCode)
+	}
+	out := runJava(t, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+		"", "--bootstrap-server", s.addr, "--describe", "--group", "audit")
+	require.Regexp(t, regexp.MustCompile(`(?m)^audit\s+orders\s+0\s+3\s+10\s+7\s`), out)
+	require.Regexp(t, regexp.MustCompile(`(?m)^audit\s+orders\s+1\s+2\s+10\s+8\s`), out)
+}
