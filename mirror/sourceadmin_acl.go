@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/IBM/sarama"
+
+	"github.com/kmirror/kmirror/mirror/dest"
 )
 
 var _ ACLSource = (*KafkaSourceAdmin)(nil)
@@ -56,5 +58,5 @@ func (a *KafkaSourceAdmin) DescribeACLs(ctx context.Context) ([]ACL, error) {
 				Principal: acl.Principal, Host: acl.Host, Operation: op, PermissionType: perm})
 		}
 	}
-	return sortACLs(out), nil
+	return dest.SortACLs(out), nil
 }
