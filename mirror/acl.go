@@ -4,14 +4,6 @@ import (
 	"context"
 )
 
-// Matches reports whether rule selects a: every field of the rule is "*" or equal, and
-// its resource-name pattern matches the whole resource name.
-func (r ACLRule) Matches(a ACL) bool {
-	eq := func(rule, v string) bool { return rule == "*" || rule == v }
-	return eq(r.ResourceType, a.ResourceType) && eq(r.Operation, a.Operation) &&
-		eq(r.PermissionType, a.PermissionType) && eq(r.Principal, a.Principal) && r.MatchesResourceName(a.ResourceName)
-}
-
 // ACLSource is optionally implemented by a SourceAdmin that can list the source
 // cluster's ACLs (KafkaSourceAdmin: DescribeAcls with a match-everything filter).
 type ACLSource interface {

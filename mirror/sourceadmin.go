@@ -12,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -561,7 +562,7 @@ func (a *LocalSourceAdmin) TopicConfigs(ctx context.Context, topics []string) (m
 			errs = append(errs, &SourceTopicError{Topic: t, Err: fmt.Errorf("%w: unknown topic", ErrSourceAdmin)})
 			continue
 		}
-		out[t] = cloneConfigs(s.Configs)
+		out[t] = dest.CloneConfigs(s.Configs)
 	}
 	return out, errors.Join(errs...)
 }

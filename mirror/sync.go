@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -180,7 +181,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 	defer s.mu.Unlock()
 	m, ok := s.cfg.Controller.Mirror(s.cfg.Mirror)
 	if !ok {
-		return SyncStats{}, unknownMirror(s.cfg.Mirror)
+		return SyncStats{}, controller.UnknownMirror(s.cfg.Mirror)
 	}
 	c := &cycle{s: s, cfg: m.Config, log: s.cfg.Logger.With("mirror", s.cfg.Mirror), healthy: map[string]bool{}}
 	topics, err := s.cfg.Source.ListTopics(ctx)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -50,9 +52,9 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, unknownMirror(name)
+		return nil, controller.UnknownMirror(name)
 	}
-	if err := validatePatterns(o.IncludePatterns, o.ExcludePatterns); err != nil {
+	if err := controller.ValidatePatterns(o.IncludePatterns, o.ExcludePatterns); err != nil {
 		return nil, err
 	}
 	mr := m.ensureMirror(name)
@@ -76,7 +78,7 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 	if len(o.IncludePatterns) > 0 {
 		asked := setOf(names)
 		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1",
-			KeyTopicsInclude: joinList(o.IncludePatterns), KeyTopicsExclude: joinList(o.ExcludePatterns)})
+			KeyTopicsInclude: strings.Join(o.IncludePatterns, ","), KeyTopicsExclude: strings.Join(o.ExcludePatterns, ",")})
 		if err != nil {
 			return nil, err
 		}
@@ -165,15 +167,15 @@ func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []str
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, unknownMirror(name)
+		return nil, controller.UnknownMirror(name)
 	}
-	if err := validatePatterns(o.Patterns, nil); err != nil {
+	if err := controller.ValidatePatterns(o.Patterns, nil); err != nil {
 		return nil, err
 	}
 	names := dedupe(topics)
 	if len(o.Patterns) > 0 {
 		asked := setOf(names)
-		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(o.Patterns), KeyTopicsExclude: ""})
+		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: strings.Join(o.Patterns, ","), KeyTopicsExclude: ""})
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +230,7 @@ func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, unknownMirror(name)
+		return nil, controller.UnknownMirror(name)
 	}
 	off := m.ctrl.Offset()
 	var results []TopicResult
@@ -337,7 +339,7 @@ func (m *Mirror) deleteMirror(ctx context.Context, name string) error {
 		return ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return unknownMirror(name)
+		return controller.UnknownMirror(name)
 	}
 	off := m.ctrl.Offset()
 	for _, ts := range m.ctrl.Topics(name) {
@@ -370,7 +372,7 @@ func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mirror
 		if len(f.MirrorNames) > 0 && !wantNames[mi.Name] {
 			continue
 		}
-		l := MirrorListing{Name: mi.Name, SourceBootstrap: joinList(mi.Config.BootstrapServers)}
+		l := MirrorListing{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if len(f.SourceClusterIDs) > 0 {
 				mr.resolveClusterID(ctx)
@@ -418,14 +420,14 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 		for _, n := range dedupe(names) {
 			mi, ok := m.ctrl.Mirror(n)
 			if !ok {
-				return nil, unknownMirror(n)
+				return nil, controller.UnknownMirror(n)
 			}
 			infos = append(infos, mi)
 		}
 	}
 	var out []MirrorDescription
 	for _, mi := range infos {
-		d := MirrorDescription{Name: mi.Name, SourceBootstrap: joinList(mi.Config.BootstrapServers)}
+		d := MirrorDescription{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if o.ClusterID != "" {
 				mr.resolveClusterID(ctx)

@@ -188,3 +188,12 @@ func SortACLs(acls []ACL) []ACL {
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
+
+// CloneConfigs returns a copy of the topic configs m, never nil (room for two more).
+func CloneConfigs(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+2)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -149,7 +149,7 @@ func (d *LocalDestination) CreateTopic(ctx context.Context, spec dest.TopicSpec)
 			return admin.Errorf(admin.CodeTopicAlreadyExists, "topic id %s is already used by topic %q", spec.TopicID, name)
 		}
 	}
-	d.meta.Topics[spec.Name] = &fileTopic{TopicID: spec.TopicID.String(), Partitions: spec.Partitions, Configs: cloneConfigs(spec.Configs)}
+	d.meta.Topics[spec.Name] = &fileTopic{TopicID: spec.TopicID.String(), Partitions: spec.Partitions, Configs: dest.CloneConfigs(spec.Configs)}
 	return d.saveLocked()
 }
 
@@ -201,7 +201,7 @@ func (d *LocalDestination) Topic(name string) (dest.TopicSpec, bool) {
 
 func (d *LocalDestination) specLocked(name string, t *fileTopic) dest.TopicSpec {
 	id, _ := records.ParseUUID(t.TopicID)
-	return dest.TopicSpec{Name: name, TopicID: id, Partitions: t.Partitions, Configs: cloneConfigs(t.Configs)}
+	return dest.TopicSpec{Name: name, TopicID: id, Partitions: t.Partitions, Configs: dest.CloneConfigs(t.Configs)}
 }
 
 // Topics implements dest.Destination.
@@ -440,14 +440,6 @@ func writeJSON(dir, name string, v any) error {
 	}
 	defer df.Close()
 	return df.Sync()
-}
-
-func cloneConfigs(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m)+2)
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 var (
