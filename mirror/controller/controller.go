@@ -89,7 +89,7 @@ func OpenController(ctx context.Context, log ControllerLog) (*Controller, error)
 	}
 	err := log.Load(ctx, func(off int64, r records.ControllerRecord) error { return c.replay(off, r) })
 	if err != nil {
-		return nil, fmt.Errorf("controller: load controller log: %w", err)
+		return nil, fmt.Errorf("mirror: load controller log: %w", err)
 	}
 	return c, nil
 }
@@ -474,7 +474,7 @@ func (c *Controller) replay(off int64, r records.ControllerRecord) error {
 			raw, err = CanonicalMirrorConfigs(raw) // records written before the aliases
 		}
 		if err != nil {
-			return fmt.Errorf("controller: controller record at offset %d: %w", off, err)
+			return fmt.Errorf("mirror: controller record at offset %d: %w", off, err)
 		}
 		c.mirrors[r.Mirror.MirrorName] = &MirrorInfo{Name: r.Mirror.MirrorName, Configs: raw, Config: cfg}
 	case r.MirrorTombstone != "":
@@ -490,7 +490,7 @@ func (c *Controller) replay(off int64, r records.ControllerRecord) error {
 		}
 		c.byID[ts.TopicID] = ts.TopicName
 	default:
-		return fmt.Errorf("controller: empty controller record at offset %d", off)
+		return fmt.Errorf("mirror: empty controller record at offset %d", off)
 	}
 	if off > c.last {
 		c.last = off
@@ -594,7 +594,7 @@ func (l *MemoryControllerLog) Append(ctx context.Context, recs []records.Control
 	defer l.mu.Unlock()
 	if l.FailAppends > 0 {
 		l.FailAppends--
-		return 0, fmt.Errorf("controller: injected controller log failure")
+		return 0, fmt.Errorf("mirror: injected controller log failure")
 	}
 	first := int64(len(l.recs))
 	l.recs = append(l.recs, recs...)

@@ -24,7 +24,7 @@ var (
 	ErrStateFileVersion = coordinator.ErrStateFileVersion
 	// ErrControllerLogLocked is returned by OpenFileControllerLog when another log, in
 	// this process or another, has the directory.
-	ErrControllerLogLocked = errors.New("controller: controller log directory locked")
+	ErrControllerLogLocked = errors.New("mirror: controller log directory locked")
 )
 
 // FileControllerLogLockFile is the lock file of a FileControllerLog directory.
@@ -56,7 +56,7 @@ func OpenFileControllerLog(dir string) (*FileControllerLog, error) {
 	l, err := statelog.Open(dir, statelog.Options{})
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("controller: open controller log: %w", err)
+		return nil, fmt.Errorf("mirror: open controller log: %w", err)
 	}
 	return &FileControllerLog{log: l, lock: lock}, nil
 }
@@ -82,12 +82,12 @@ func (l *FileControllerLog) Load(ctx context.Context, fn func(int64, records.Con
 // Append implements ControllerLog: recs are one batch, durable when Append returns.
 func (l *FileControllerLog) Append(ctx context.Context, recs []records.ControllerRecord) (int64, error) {
 	if len(recs) == 0 {
-		return 0, errors.New("controller: controller log: append of no records")
+		return 0, errors.New("mirror: controller log: append of no records")
 	}
 	kvs := make([]statelog.KV, len(recs))
 	for i, r := range recs {
 		if err := r.Validate(); err != nil {
-			return 0, fmt.Errorf("controller: controller log: record %d: %w", i, err)
+			return 0, fmt.Errorf("mirror: controller log: record %d: %w", i, err)
 		}
 		k, v := records.EncodeControllerRecord(r)
 		kvs[i] = statelog.KV{Key: k, Value: v}
@@ -100,7 +100,7 @@ func (l *FileControllerLog) Append(ctx context.Context, recs []records.Controlle
 		return 0, ErrControllerLogClosed
 	}
 	if err != nil {
-		return 0, fmt.Errorf("controller: controller log append: %w", err)
+		return 0, fmt.Errorf("mirror: controller log append: %w", err)
 	}
 	return first, nil
 }

@@ -23,11 +23,11 @@ const DefaultControllerTopic = "__mirror_controller"
 var (
 	// ErrControllerTopic: the controller topic exists but cannot hold the controller
 	// log (not compacted, or not exactly one partition).
-	ErrControllerTopic = errors.New("controller: unusable controller topic")
+	ErrControllerTopic = errors.New("mirror: unusable controller topic")
 	// ErrControllerLog wraps every Kafka failure of the controller log.
-	ErrControllerLog = errors.New("controller: kafka controller log")
+	ErrControllerLog = errors.New("mirror: kafka controller log")
 	// ErrControllerLogClosed is returned after Close.
-	ErrControllerLogClosed = errors.New("controller: kafka controller log closed")
+	ErrControllerLogClosed = errors.New("mirror: kafka controller log closed")
 )
 
 // KafkaControllerLogConfig configures a KafkaControllerLog.
@@ -86,7 +86,7 @@ func (cfg *KafkaControllerLogConfig) Validate() error {
 		problems = append(problems, "Sarama.Version must be at least 2.8")
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("controller: kafka controller log config: %s", strings.Join(problems, "; "))
+		return fmt.Errorf("mirror: kafka controller log config: %s", strings.Join(problems, "; "))
 	}
 	return nil
 }

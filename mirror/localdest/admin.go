@@ -70,7 +70,7 @@ func (d *LocalDestination) DeleteTopic(ctx context.Context, topic string) error 
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("localdest: delete topic %q: %w", topic, err)
+		return fmt.Errorf("mirror: delete topic %q: %w", topic, err)
 	}
 	delete(d.meta.Topics, topic)
 	return d.saveLocked()
@@ -104,7 +104,7 @@ func (d *LocalDestination) DeleteRecords(ctx context.Context, topic string, part
 			"DeleteRecords of %s-%d refused: a mirror partition that is not STOPPED", topic, partition)
 	}
 	if err != nil {
-		return -1, fmt.Errorf("localdest: delete records of %s-%d before %d: %w", topic, partition, before, err)
+		return -1, fmt.Errorf("mirror: delete records of %s-%d before %d: %w", topic, partition, before, err)
 	}
 	return start, nil
 }

@@ -401,10 +401,10 @@ func readJSON(path string, v any) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("localdest: read %s: %w", path, err)
+		return fmt.Errorf("mirror: read %s: %w", path, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("localdest: corrupt %s: %w", path, err)
+		return fmt.Errorf("mirror: corrupt %s: %w", path, err)
 	}
 	return nil
 }
@@ -417,22 +417,22 @@ func writeJSON(dir, name string, v any) error {
 	}
 	tmp, err := os.CreateTemp(dir, name+".tmp*")
 	if err != nil {
-		return fmt.Errorf("localdest: write %s: %w", name, err)
+		return fmt.Errorf("mirror: write %s: %w", name, err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return fmt.Errorf("localdest: write %s: %w", name, err)
+		return fmt.Errorf("mirror: write %s: %w", name, err)
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("localdest: sync %s: %w", name, err)
+		return fmt.Errorf("mirror: sync %s: %w", name, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("localdest: rename %s: %w", name, err)
+		return fmt.Errorf("mirror: rename %s: %w", name, err)
 	}
 	df, err := os.Open(dir)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // ErrLocked is returned by OpenFile when the root is open in
 // another LocalDestination, in this process or another. The error also matches
 // fetcher.ErrLocked.
-var ErrLocked = errors.New("localdest: destination root locked")
+var ErrLocked = errors.New("mirror: destination root locked")
 
 // LockFile is the lock file of a file destination's root.
 const LockFile = ".lock"
@@ -28,7 +28,7 @@ type UnwritableRootError struct {
 
 // Error names the root and the cause.
 func (e *UnwritableRootError) Error() string {
-	return fmt.Sprintf("localdest: destination root %s is not writable: %v", e.Root, e.Err)
+	return fmt.Sprintf("mirror: destination root %s is not writable: %v", e.Root, e.Err)
 }
 
 // Is makes an *UnwritableRootError match fs.ErrPermission.
@@ -69,5 +69,5 @@ func rootError(root string, err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
 		return &UnwritableRootError{Root: root, Err: err}
 	}
-	return fmt.Errorf("localdest: destination root %s: %w", root, err)
+	return fmt.Errorf("mirror: destination root %s: %w", root, err)
 }

@@ -1,14 +1,16 @@
-package mirror
+package metasync
 
 import (
 	"context"
+
+	"github.com/kmirror/kmirror/mirror/dest"
 )
 
 // ACLSource is optionally implemented by a SourceAdmin that can list the source
 // cluster's ACLs (KafkaSourceAdmin: DescribeAcls with a match-everything filter).
 type ACLSource interface {
 	// DescribeACLs returns every ACL binding of the source.
-	DescribeACLs(ctx context.Context) ([]ACL, error)
+	DescribeACLs(ctx context.Context) ([]dest.ACL, error)
 }
 
 // syncACLs copies the source's ACLs selected by acls.include to the destination, as the
@@ -16,7 +18,7 @@ type ACLSource interface {
 // cannot list ACLs or the destination cannot keep them.
 func (c *cycle) syncACLs(ctx context.Context) {
 	src, ok := c.s.cfg.Source.(ACLSource)
-	store, ok2 := c.s.cfg.Destination.(ACLStore)
+	store, ok2 := c.s.cfg.Destination.(dest.ACLStore)
 	if !ok || !ok2 {
 		return
 	}
@@ -25,7 +27,7 @@ func (c *cycle) syncACLs(ctx context.Context) {
 		c.fail("acls", "", "", err) // keep the last synced set: never remove on a failed read
 		return
 	}
-	var keep []ACL
+	var keep []dest.ACL
 	for _, a := range all {
 		for _, r := range c.cfg.ACLsInclude {
 			if r.Matches(a) {
