@@ -30,6 +30,15 @@
 //   - fetcher: destination logs (in memory, and a file log in Kafka's segment layout),
 //     sources (a Kafka cluster through kmsg, or another local log) and the per-partition
 //     fetch loop with diverging-epoch truncation.
+//   - mirror/dest: the Destination contract (topics, partition logs, read-only flags and
+//     the optional group-offset, client-admin, ACL and replica capabilities).
+//   - mirror/localdest: LocalDestination, the Destination kmirror ships (file and memory).
+//   - mirror/controller: desired state (mirror definitions, desired topic states, the
+//     memory, file and Kafka controller logs) and the parsing of mirror configs.
+//   - mirror/metasync: the metadata sync (discovery, topic creation, partition growth,
+//     config, group-offset and ACL sync) and the source admin clients.
+//   - mirror: the facade that composes them (Mirror, its workflows, the reconcilers, Peer,
+//     the admin handler); it re-exports the public names of its sub-packages.
 //
 // records, epoch, statemachine, the admin message types and the coordinator shard do no
 // I/O, start no goroutines and never read the clock; internal/lint enforces it.

@@ -79,21 +79,3 @@ func TestACLSyncFromKafka(t *testing.T) {
 
 // TestACLStoreDurableAndPerMirror: a file destination keeps the ACLs of each mirror
 // across a reopen; replacing one mirror's set leaves the other's alone.
-func TestACLStoreDurableAndPerMirror(t *testing.T) {
-	root := t.TempDir()
-	d, err := OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
-	require.NoError(t, err)
-	a := ACL{ResourceType: "TOPIC", ResourceName: "t", PatternType: "LITERAL", Principal: "User:a", Host: "*", Operation: "READ", PermissionType: "ALLOW"}
-	b := a
-	b.Principal = "User:b"
-	require.NoError(t, d.ReplaceMirrorACLs("m1", []ACL{a}))
-	require.NoError(t, d.ReplaceMirrorACLs("m2", []ACL{a, b}))
-	require.NoError(t, d.ReplaceMirrorACLs("m1", nil))
-	require.NoError(t, d.Close())
-	d, err = OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
-	require.NoError(t, err)
-	defer d.Close()
-	require.Empty(t, d.MirrorACLs("m1"))
-	require.Equal(t, []ACL{a, b}, d.MirrorACLs("m2"))
-	require.Equal(t, []ACL{a, b}, d.ACLs())
-}

@@ -35,6 +35,15 @@
 // NewAdminHandler serves the same operations, and the instance-to-instance RPCs, over the
 // Kafka wire protocol through an admin.Server.
 //
+// # Sub-packages
+//
+// The pieces a Mirror composes live in their own packages, which never import this one:
+// mirror/dest (the Destination contract), mirror/localdest (LocalDestination),
+// mirror/controller (Controller, the controller logs, MirrorConfig) and mirror/metasync
+// (Syncer, SourceAdmin). This package re-exports their public names as type aliases and
+// thin wrappers, so mirror.LocalDestination, mirror.ParseMirrorConfig or
+// mirror.KafkaSourceAdmin keep working.
+//
 // # Concurrency
 //
 // A Mirror is safe for concurrent use. It runs one goroutine per mirror partition, the fetch

@@ -111,7 +111,7 @@ func (s *site) onChange(c StateChange) {
 	s.changes = append(s.changes, c)
 	if c.From == statemachine.Preparing && c.To == statemachine.Mirroring {
 		if l, err := s.dest.Log(c.Topic, c.Partition); err == nil {
-			s.prepEnd[TopicPartition{c.Topic, c.Partition}] = l.LogEndOffset()
+			s.prepEnd[TopicPartition{Topic: c.Topic, Partition: c.Partition}] = l.LogEndOffset()
 		}
 	}
 }
@@ -119,7 +119,7 @@ func (s *site) onChange(c StateChange) {
 func (s *site) prepared(topic string, p int32) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	off, ok := s.prepEnd[TopicPartition{topic, p}]
+	off, ok := s.prepEnd[TopicPartition{Topic: topic, Partition: p}]
 	return off, ok
 }
 
@@ -142,7 +142,7 @@ type siteSource struct {
 func (ss *siteSource) ensure(topic string, p int32) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	tp := TopicPartition{topic, p}
+	tp := TopicPartition{Topic: topic, Partition: p}
 	if ss.added[tp] {
 		return
 	}
@@ -169,7 +169,7 @@ func (ss *siteSource) Fetch(ctx context.Context, parts []fetcher.FetchPartition)
 	ss.s.mu.Lock()
 	defer ss.s.mu.Unlock()
 	for i := range res {
-		if ss.s.corrupt[TopicPartition{res[i].Topic, res[i].Partition}] && len(res[i].Records) > 61 {
+		if ss.s.corrupt[TopicPartition{Topic: res[i].Topic, Partition: res[i].Partition}] && len(res[i].Records) > 61 {
 			b := bytes.Clone(res[i].Records)
 			b[61] ^= 0xff // inside the first batch's records: CRC mismatch
 			res[i].Records = b
@@ -402,7 +402,7 @@ func TestFailureIsolated(t *testing.T) {
 		appendBatch(t, a.log(t, "t", p), 0, 3, "x")
 	}
 	a.mu.Lock()
-	a.corrupt[TopicPartition{"t", 1}] = true
+	a.corrupt[TopicPartition{Topic: "t", Partition: 1}] = true
 	a.mu.Unlock()
 	require.NoError(t, b.m.CreateClusterMirror(ctx, "m", bootstrap(a)))
 	mustOK(t)(b.m.StartMirrorTopics(ctx, "m", []string{"t"}, StartOptions{}))
@@ -422,7 +422,7 @@ func TestFailureIsolated(t *testing.T) {
 	require.ErrorContains(t, res[0].Err, `partition 1 in state FAILED`)
 	// Recovery: stop, then start again.
 	a.mu.Lock()
-	delete(a.corrupt, TopicPartition{"t", 1})
+	delete(a.corrupt, TopicPartition{Topic: "t", Partition: 1})
 	a.mu.Unlock()
 	mustOK(t)(b.m.StopMirrorTopics(ctx, "m", []string{"t"}, StopOptions{Wait: true}))
 	mustOK(t)(b.m.StartMirrorTopics(ctx, "m", []string{"t"}, StartOptions{}))
@@ -478,7 +478,7 @@ func TestRestartReasserts(t *testing.T) {
 		appendBatch(t, a.log(t, "t", p), 0, 2, "x")
 	}
 	a.mu.Lock()
-	a.corrupt[TopicPartition{"t", 1}] = true
+	a.corrupt[TopicPartition{Topic: "t", Partition: 1}] = true
 	a.mu.Unlock()
 	dest := NewMemoryDestination("B", fetcher.MemoryLogOptions{})
 	t.Cleanup(func() { require.NoError(t, dest.Close()) })
@@ -529,13 +529,13 @@ func TestFailedRetry(t *testing.T) {
 	createTopic(t, a, "t", records.UUID{0x55}, 1)
 	appendBatch(t, a.log(t, "t", 0), 0, 2, "x")
 	a.mu.Lock()
-	a.corrupt[TopicPartition{"t", 0}] = true
+	a.corrupt[TopicPartition{Topic: "t", Partition: 0}] = true
 	a.mu.Unlock()
 	require.NoError(t, b.m.CreateClusterMirror(ctx, "m", bootstrap(a)))
 	mustOK(t)(b.m.StartMirrorTopics(ctx, "m", []string{"t"}, StartOptions{}))
 	waitCond(t, ctx, b.m, "FAILED", func() bool { return b.sawTransition(statemachine.Mirroring, statemachine.Failed) })
 	a.mu.Lock()
-	delete(a.corrupt, TopicPartition{"t", 0})
+	delete(a.corrupt, TopicPartition{Topic: "t", Partition: 0})
 	a.mu.Unlock()
 	require.NoError(t, b.m.WaitForLag(ctx, "m", []string{"t"}, 0))
 	// It failed while MIRRORING: the retry returns to MIRRORING, no truncation.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -279,7 +280,7 @@ func (m *Mirror) syncTopic(ts TopicState) {
 	var fresh []*reconciler
 	if mr != nil && haveTopic && !m.noReconcile {
 		for p := int32(0); p < spec.Partitions; p++ {
-			tp := TopicPartition{ts.Topic, p}
+			tp := TopicPartition{Topic: ts.Topic, Partition: p}
 			if _, ok := m.parts[tp]; ok {
 				continue
 			}
@@ -308,7 +309,7 @@ func (m *Mirror) syncTopic(ts TopicState) {
 func (m *Mirror) reconcilerOf(topic string, partition int32) *reconciler {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.parts[TopicPartition{topic, partition}]
+	return m.parts[TopicPartition{Topic: topic, Partition: partition}]
 }
 
 // reconcilersOf returns the reconcilers of mirror runtime mr.
@@ -357,7 +358,7 @@ func (m *Mirror) WaitForStates(ctx context.Context, name string, topics []string
 		return err
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return unknownMirror(name)
+		return controller.UnknownMirror(name)
 	}
 	for _, topic := range topics {
 		ts, ok := m.ctrl.Topic(topic)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/internal/kafkaclient"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -39,7 +40,7 @@ func KgoOptions(cfg MirrorConfig) ([]kgo.Opt, error) {
 	switch cfg.SecurityProtocol {
 	case "SSL", "SASL_SSL":
 		var err error
-		if tc, err = tlsConfig(cfg); err != nil {
+		if tc, err = kafkaclient.TLSConfig(cfg); err != nil {
 			return nil, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/controller"
 )
 
 // mirrorRuntime is what one mirror has at run time: its source (fetch Source and
@@ -39,7 +40,7 @@ func newMirrorRuntime(m *Mirror, name string) *mirrorRuntime {
 func (mr *mirrorRuntime) config() (MirrorConfig, error) {
 	mi, ok := mr.m.ctrl.Mirror(mr.name)
 	if !ok {
-		return MirrorConfig{}, unknownMirror(mr.name)
+		return MirrorConfig{}, controller.UnknownMirror(mr.name)
 	}
 	return mi.Config, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -23,7 +24,7 @@ func (m *Mirror) RecoverMirrorTopics(ctx context.Context, name string, topics []
 		return nil, err
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, unknownMirror(name)
+		return nil, controller.UnknownMirror(name)
 	}
 	results := make([]TopicResult, 0, len(topics))
 	for _, topic := range dedupe(topics) {

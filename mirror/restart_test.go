@@ -58,7 +58,7 @@ func (w *truncWatch) truncations() []string {
 func (w *truncWatch) Log(topic string, partition int32) (fetcher.Log, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	tp := TopicPartition{topic, partition}
+	tp := TopicPartition{Topic: topic, Partition: partition}
 	if l, ok := w.logs[tp]; ok {
 		return l, nil
 	}
@@ -139,7 +139,7 @@ func snapshot(t *testing.T, s *restartSite, topics map[string]int32) restartSnap
 		require.True(t, ok)
 		snap.desired[topic] = ts.Desired
 		for p := range n {
-			tp := TopicPartition{topic, p}
+			tp := TopicPartition{Topic: topic, Partition: p}
 			d := describeOn(t, s.m, "k", topic, p)
 			snap.parts[tp] = PartitionDescription{Partition: p, State: d.State, LastMirrorEpoch: d.LastMirrorEpoch, LastMirrorOffset: d.LastMirrorOffset}
 			l, err := s.dest.Log(topic, p)
@@ -186,17 +186,17 @@ func TestRestartDurableDefault(t *testing.T) {
 	mustOK(t)(s.m.PauseMirrorTopics(ctx, "k", []string{"paused"}, LifecycleOptions{Wait: true}))
 	mustOK(t)(s.m.StopMirrorTopics(ctx, "k", []string{"stopped"}, StopOptions{Wait: true}))
 	before := snapshot(t, s, topics)
-	require.Equal(t, statemachine.Stopped, before.parts[TopicPartition{"stopped", 0}].State)
-	require.GreaterOrEqual(t, before.parts[TopicPartition{"stopped", 0}].LastMirrorEpoch, int32(0))
-	require.Equal(t, statemachine.Paused, before.parts[TopicPartition{"paused", 0}].State)
+	require.Equal(t, statemachine.Stopped, before.parts[TopicPartition{Topic: "stopped", Partition: 0}].State)
+	require.GreaterOrEqual(t, before.parts[TopicPartition{Topic: "stopped", Partition: 0}].LastMirrorEpoch, int32(0))
+	require.Equal(t, statemachine.Paused, before.parts[TopicPartition{Topic: "paused", Partition: 0}].State)
 	s.close(t)
 
 	s = openRestartSite(t, root)
 	t.Cleanup(func() { s.close(t) })
 	after := snapshot(t, s, topics)
 	require.Equal(t, before, after, "mirrors, configs, desired and actual states, logs and read-only flags survive")
-	require.True(t, after.ro[TopicPartition{"run", 0}] && after.ro[TopicPartition{"paused", 0}])
-	require.False(t, after.ro[TopicPartition{"stopped", 0}], "STOPPED stays writable")
+	require.True(t, after.ro[TopicPartition{Topic: "run", Partition: 0}] && after.ro[TopicPartition{Topic: "paused", Partition: 0}])
+	require.False(t, after.ro[TopicPartition{Topic: "stopped", Partition: 0}], "STOPPED stays writable")
 	ls, err := s.m.ListClusterMirrors(ctx, ListFilter{SourceClusterIDs: []string{"kfake"}})
 	require.NoError(t, err)
 	require.Len(t, ls, 1, "found by the source cluster id, as a failback peer looks it up")
@@ -204,13 +204,13 @@ func TestRestartDurableDefault(t *testing.T) {
 	produceTo(t, ctx, src, "run", 2, 15, "after")
 	produceTo(t, ctx, src, "paused", 1, 15, "after")
 	for p := range int32(2) { // the source HW of a fetch before the produce must not pass for caught up
-		end := before.ends[TopicPartition{"run", p}] + 15
+		end := before.ends[TopicPartition{Topic: "run", Partition: p}] + 15
 		waitCond(t, ctx, s.m, "caught up after the restart", func() bool { return describeOn(t, s.m, "k", "run", p).DestinationOffset == end })
 	}
 	spec, ok := s.dest.Topic("run")
 	require.True(t, ok)
 	for p := range int32(2) {
-		tp := TopicPartition{"run", p}
+		tp := TopicPartition{Topic: "run", Partition: p}
 		l, err := s.dest.Log("run", p)
 		require.NoError(t, err)
 		got := logBytes(t, l)
@@ -223,7 +223,7 @@ func TestRestartDurableDefault(t *testing.T) {
 	require.Equal(t, statemachine.Paused, d.State)
 	l, err := s.dest.Log("paused", 0)
 	require.NoError(t, err)
-	require.Equal(t, before.ends[TopicPartition{"paused", 0}], l.LogEndOffset(), "a PAUSED partition does not fetch")
+	require.Equal(t, before.ends[TopicPartition{Topic: "paused", Partition: 0}], l.LogEndOffset(), "a PAUSED partition does not fetch")
 
 	// STOPPED is writable: a producer's batch appended as leader lands after the LME.
 	st, err := s.dest.Log("stopped", 0)
@@ -232,8 +232,8 @@ func TestRestartDurableDefault(t *testing.T) {
 	require.NoError(t, err)
 	off, err := st.AppendAsLeader(b)
 	require.NoError(t, err)
-	require.Equal(t, before.ends[TopicPartition{"stopped", 0}], off)
+	require.Equal(t, before.ends[TopicPartition{Topic: "stopped", Partition: 0}], off)
 	d = describeOn(t, s.m, "k", "stopped", 0)
 	require.Equal(t, statemachine.Stopped, d.State)
-	require.Equal(t, before.parts[TopicPartition{"stopped", 0}].LastMirrorEpoch, d.LastMirrorEpoch)
+	require.Equal(t, before.parts[TopicPartition{Topic: "stopped", Partition: 0}].LastMirrorEpoch, d.LastMirrorEpoch)
 }

@@ -265,7 +265,7 @@ func TestRetryAttemptSurvivesRestart(t *testing.T) {
 	createTopic(t, a, "t", records.UUID{0x71}, 1)
 	appendBatch(t, a.log(t, "t", 0), 0, 2, "x")
 	a.mu.Lock()
-	a.corrupt[TopicPartition{"t", 0}] = true
+	a.corrupt[TopicPartition{Topic: "t", Partition: 0}] = true
 	a.mu.Unlock()
 	dest := NewMemoryDestination("B", fetcher.MemoryLogOptions{})
 	t.Cleanup(func() { require.NoError(t, dest.Close()) })
@@ -302,7 +302,7 @@ func TestRetryAttemptSurvivesRestart(t *testing.T) {
 	require.Equal(t, statemachine.Mirroring, d.PreviousState)
 
 	a.mu.Lock()
-	delete(a.corrupt, TopicPartition{"t", 0})
+	delete(a.corrupt, TopicPartition{Topic: "t", Partition: 0})
 	a.mu.Unlock()
 	res, err := m.RecoverMirrorTopics(ctx, "m", []string{"t"})
 	require.NoError(t, err)

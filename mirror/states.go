@@ -6,6 +6,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/epoch"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -26,7 +27,7 @@ func (m *Mirror) ReadMirrorStates(ctx context.Context, req *admin.ReadMirrorStat
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(req.MirrorName); !ok {
-		return nil, unknownMirror(req.MirrorName)
+		return nil, controller.UnknownMirror(req.MirrorName)
 	}
 	resp := admin.NewPtrReadMirrorStatesResponse()
 	creq := coordinator.ReadRequest{MirrorName: req.MirrorName}
@@ -80,7 +81,7 @@ func (m *Mirror) WriteMirrorStates(ctx context.Context, req *admin.WriteMirrorSt
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(req.MirrorName); !ok {
-		return nil, unknownMirror(req.MirrorName)
+		return nil, controller.UnknownMirror(req.MirrorName)
 	}
 	resp := admin.NewPtrWriteMirrorStatesResponse()
 	creq := coordinator.WriteRequest{MirrorName: req.MirrorName}
@@ -143,7 +144,7 @@ func (m *Mirror) ReadMirrorOffsets(ctx context.Context, req *admin.ReadMirrorOff
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(req.MirrorName); !ok {
-		return nil, unknownMirror(req.MirrorName)
+		return nil, controller.UnknownMirror(req.MirrorName)
 	}
 	resp := admin.NewPtrReadMirrorOffsetsResponse()
 	for _, t := range req.Topics {

@@ -180,7 +180,7 @@ func (d *faultDest) Log(topic string, partition int32) (fetcher.Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	tp := TopicPartition{topic, partition}
+	tp := TopicPartition{Topic: topic, Partition: partition}
 	if d.logs[tp] == nil {
 		d.logs[tp] = &faultLog{Log: l, d: d}
 	}

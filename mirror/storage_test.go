@@ -121,7 +121,7 @@ func (l *fullDiskLog) Append(batches []byte) error {
 func (d *fullDisk) Log(topic string, partition int32) (fetcher.Log, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	tp := TopicPartition{topic, partition}
+	tp := TopicPartition{Topic: topic, Partition: partition}
 	if l, ok := d.logs[tp]; ok {
 		return l, nil
 	}
@@ -145,7 +145,7 @@ func TestENOSPCDuringAppendFailsThatPartition(t *testing.T) {
 	t.Cleanup(src.Close)
 	produceTo(t, ctx, src, "t", 2, 10, "a")
 	dest := &fullDisk{LocalDestination: NewMemoryDestination("dst", fetcher.MemoryLogOptions{}),
-		victim: TopicPartition{"t", 1}, logs: map[TopicPartition]fetcher.Log{}}
+		victim: TopicPartition{Topic: "t", Partition: 1}, logs: map[TopicPartition]fetcher.Log{}}
 	dest.full.Store(true)
 	var evs eventLog
 	m, err := New(Config{Destination: dest, SyncInterval: -1, FetchIdleWait: time.Millisecond},

@@ -26,7 +26,7 @@ func BenchmarkSyncOnceSteadyState(b *testing.B) {
 		offs := map[TopicPartition]int64{}
 		for i := 0; i < 200; i++ {
 			for p := int32(0); p < 4; p++ {
-				offs[TopicPartition{fmt.Sprintf("t%03d", i), p}] = 0
+				offs[TopicPartition{Topic: fmt.Sprintf("t%03d", i), Partition: p}] = 0
 			}
 		}
 		require.NoError(b, site.CommitOffsets(name, offs))

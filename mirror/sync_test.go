@@ -145,17 +145,17 @@ func TestSyncOnKfake(t *testing.T) {
 	syncFillLog(t, dest, "orders", 2, 10)
 	syncFillLog(t, dest, "events", 0, 10)
 	syncFillLog(t, dest, "logs", 0, 10)
-	require.NoError(t, dest.CommitOffsets("g", map[TopicPartition]int64{{"orders", 2}: 8, {"logs", 0}: 1}))
+	require.NoError(t, dest.CommitOffsets("g", map[TopicPartition]int64{{Topic: "orders", Partition: 2}: 8, {Topic: "logs", Partition: 0}: 1}))
 	committed := map[TopicPartition]int64{
-		{"orders", 0}: 25, // beyond the mirrored data: clamped to the destination LEO 10
-		{"orders", 1}: 2,  // below the destination log start 5
-		{"orders", 2}: 6,  // the destination group is at 8: never rewound
-		{"events", 0}: 4,  // PAUSED: not synced
-		{"logs", 0}:   4,  // STOPPED: never overwritten
+		{Topic: "orders", Partition: 0}: 25, // beyond the mirrored data: clamped to the destination LEO 10
+		{Topic: "orders", Partition: 1}: 2,  // below the destination log start 5
+		{Topic: "orders", Partition: 2}: 6,  // the destination group is at 8: never rewound
+		{Topic: "events", Partition: 0}: 4,  // PAUSED: not synced
+		{Topic: "logs", Partition: 0}:   4,  // STOPPED: never overwritten
 	}
 	syncCommitSource(t, kc.ListenAddrs(), "g", committed)
-	syncCommitSource(t, kc.ListenAddrs(), "busy", map[TopicPartition]int64{{"orders", 0}: 3})
-	syncCommitSource(t, kc.ListenAddrs(), "ignored", map[TopicPartition]int64{{"orders", 0}: 3})
+	syncCommitSource(t, kc.ListenAddrs(), "busy", map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 3})
+	syncCommitSource(t, kc.ListenAddrs(), "ignored", map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 3})
 	dest.SetGroupActive("busy", true)
 	got, err := src.GroupOffsets(ctx, "g")
 	require.NoError(t, err)
@@ -181,17 +181,17 @@ func TestSyncOnKfake(t *testing.T) {
 	require.Equal(t, map[string]string{"retention.ms": "2000"}, orders.Configs)
 	payments, _ := dest.Topic("payments")
 	require.NotEqual(t, idOf("payments"), payments.TopicID, "a recreated source topic is not recreated")
-	require.Equal(t, map[TopicPartition]int64{{"orders", 0}: 10, {"orders", 1}: 5, {"orders", 2}: 8, {"logs", 0}: 1}, dest.CommittedOffsets("g"))
+	require.Equal(t, map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 10, {Topic: "orders", Partition: 1}: 5, {Topic: "orders", Partition: 2}: 8, {Topic: "logs", Partition: 0}: 1}, dest.CommittedOffsets("g"))
 	require.Nil(t, dest.CommittedOffsets("busy"))
 	require.Nil(t, dest.CommittedOffsets("ignored"))
 
 	// Cycle 3: nothing changed, and a source group that went backwards is not followed.
-	syncCommitSource(t, kc.ListenAddrs(), "g", map[TopicPartition]int64{{"orders", 0}: 3})
+	syncCommitSource(t, kc.ListenAddrs(), "g", map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 3})
 	st, err = s.SyncOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, SyncStats{GroupsSkipped: 1, Errors: st.Errors}, st)
 	require.Len(t, st.Errors, 1)
-	require.Equal(t, int64(10), dest.CommittedOffsets("g")[TopicPartition{"orders", 0}])
+	require.Equal(t, int64(10), dest.CommittedOffsets("g")[TopicPartition{Topic: "orders", Partition: 0}])
 }
 
 func topicNames(ts []TopicState) []string {
@@ -207,7 +207,7 @@ func TestSyncLocalSource(t *testing.T) {
 	// The source site is a kmirror destination (reverse mirroring).
 	srcDest := NewMemoryDestination("site-a", fetcher.MemoryLogOptions{})
 	require.NoError(t, srcDest.CreateTopic(ctx, TopicSpec{Name: "orders", TopicID: id(1), Partitions: 2, Configs: map[string]string{"retention.ms": "5", "mirror.support.unclean.leader.election": "true"}}))
-	require.NoError(t, srcDest.CommitOffsets("g", map[TopicPartition]int64{{"orders", 0}: 3}))
+	require.NoError(t, srcDest.CommitOffsets("g", map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 3}))
 	src := NewLocalSourceAdmin(srcDest, func() []string { return []string{"g"} })
 	cid, err := src.ClusterID(ctx)
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ func TestSyncLocalSource(t *testing.T) {
 	require.Equal(t, 1, st.TopicsCreated)
 	got, _ := dst.Topic("orders")
 	require.Equal(t, TopicSpec{Name: "orders", TopicID: id(1), Partitions: 2, Configs: map[string]string{"retention.ms": "5"}}, got, "mirror.* never synced by default")
-	require.Equal(t, map[TopicPartition]int64{{"orders", 0}: 0}, dst.CommittedOffsets("g"), "clamped to the empty destination log")
+	require.Equal(t, map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 0}, dst.CommittedOffsets("g"), "clamped to the empty destination log")
 
 	// The source grows a partition and the destination topic id collides.
 	require.NoError(t, srcDest.CreatePartitions(ctx, "orders", 4))
@@ -304,27 +304,6 @@ func TestClampGroupOffset(t *testing.T) {
 	}
 }
 
-func TestMatchProperty(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"mirror.*", "mirror.support.unclean.leader.election", true},
-		{"mirror.*", "mirror.", true},
-		{"mirror.*", "retention.ms", false},
-		{"min.insync.replicas", "min.insync.replicas", true},
-		{"min.insync.replicas", "min.insync.replicas.x", false},
-		{"*.ms", "retention.ms", true},
-		{"*throttled*", "leader.replication.throttled.replicas", true},
-		{"a*b*c", "axxbyyc", true},
-		{"a*b*c", "axxbyy", false},
-		{"*", "", true},
-		{"", "x", false},
-	} {
-		require.Equal(t, tc.want, matchProperty([]string{tc.pattern}, tc.name), "%+v", tc)
-	}
-}
-
 // syncFlaky fails chosen SourceAdmin calls.
 type syncFlaky struct {
 	SourceAdmin
@@ -358,7 +337,7 @@ func TestSyncSourceFailures(t *testing.T) {
 	ctx := context.Background()
 	site := NewMemoryDestination("a", fetcher.MemoryLogOptions{})
 	require.NoError(t, site.CreateTopic(ctx, TopicSpec{Name: "t", TopicID: id(1), Partitions: 1, Configs: map[string]string{"cleanup.policy": "compact"}}))
-	require.NoError(t, site.CommitOffsets("g", map[TopicPartition]int64{{"t", 0}: 1}))
+	require.NoError(t, site.CommitOffsets("g", map[TopicPartition]int64{{Topic: "t", Partition: 0}: 1}))
 	src := &syncFlaky{SourceAdmin: NewLocalSourceAdmin(site, func() []string { return []string{"g"} }), failConfigs: true, failGroups: true}
 	ctl, _ := testController(t)
 	require.NoError(t, ctl.CreateMirror(ctx, "m", map[string]string{KeyBootstrapServers: "a:1", KeyTopicsInclude: "t"}))

@@ -13,27 +13,6 @@ import (
 	"github.com/kmirror/kmirror/statemachine"
 )
 
-// FullTruncation reports, for one partition, a full truncation of its destination log
-// by PREPARING (spec §6.3 step 5) before it happens: the log [LogStart, LogEnd) is
-// emptied and mirrored again from the source's log start. The offsets below
-// SourceLogStart are gone from the source (its retention removed them), so the
-// truncation discards [LostFrom, LostTo) for good.
-type FullTruncation struct {
-	Partition int32
-	// LogStart and LogEnd bound the destination log that is truncated.
-	LogStart, LogEnd int64
-	// SourceLogStart is the source partition's log start offset (-1 when the source
-	// could not be asked).
-	SourceLogStart int64
-	// LostFrom and LostTo bound the offsets discarded for good:
-	// [LogStart, min(LogEnd, SourceLogStart)), empty when the source still has them all,
-	// the whole [LogStart, LogEnd) when SourceLogStart is unknown.
-	LostFrom, LostTo int64
-}
-
-// Lost is the number of offsets the truncation discards for good.
-func (f FullTruncation) Lost() int64 { return max(0, f.LostTo-f.LostFrom) }
-
 // newFullTruncation fills the lost range of a full truncation of [start, end). An
 // unknown source log start (-1) counts the whole range as lost: the report never
 // understates a loss.

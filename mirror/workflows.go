@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -50,9 +52,9 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, unknownMirror(name)
+		return nil, controller.UnknownMirror(name)
 	}
-	if err := validatePatterns(o.IncludePatterns, o.ExcludePatterns); err != nil {
+	if err := controller.ValidatePatterns(o.IncludePatterns, o.ExcludePatterns); err != nil {
 		return nil, err
 	}
 	mr := m.ensureMirror(name)
@@ -68,23 +70,51 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 		return nil, fmt.Errorf("mirror: start topics of mirror %q: list source topics: %w", name, err)
 	}
 	mr.resolveClusterID(ctx)
+	names, err := startNames(topics, src, o)
+	if err != nil {
+		return nil, err
+	}
+	results, metas, err := m.prepareStartTopics(ctx, name, names, src, o)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.commitStartTopics(ctx, mr, name, metas, o)
+	if err != nil {
+		return nil, err
+	}
+	results = append(results, res...)
+	m.refresh()
+	return sortResults(results, names), nil
+}
+
+// startNames is the topics a start asks for: topics, deduplicated, then every
+// non-internal source topic the include patterns (and no exclude pattern) select.
+func startNames(topics []string, src []SourceTopic, o StartOptions) ([]string, error) {
+	names := dedupe(topics)
+	if len(o.IncludePatterns) == 0 {
+		return names, nil
+	}
+	asked := setOf(names)
+	pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1",
+		KeyTopicsInclude: strings.Join(o.IncludePatterns, ","), KeyTopicsExclude: strings.Join(o.ExcludePatterns, ",")})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range src {
+		if !t.Internal && pc.IncludesTopic(t.Name) && !asked[t.Name] {
+			names = append(names, t.Name)
+		}
+	}
+	return names, nil
+}
+
+// prepareStartTopics checks each topic of a start (on the source, the controller's
+// checks, the actual states) and creates or grows its destination topic. It returns the
+// refused topics' results and the topics to start.
+func (m *Mirror) prepareStartTopics(ctx context.Context, name string, names []string, src []SourceTopic, o StartOptions) ([]TopicResult, []TopicMeta, error) {
 	byName := make(map[string]SourceTopic, len(src))
 	for _, t := range src {
 		byName[t.Name] = t
-	}
-	names := dedupe(topics)
-	if len(o.IncludePatterns) > 0 {
-		asked := setOf(names)
-		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1",
-			KeyTopicsInclude: joinList(o.IncludePatterns), KeyTopicsExclude: joinList(o.ExcludePatterns)})
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range src {
-			if !t.Internal && pc.IncludesTopic(t.Name) && !asked[t.Name] {
-				names = append(names, t.Name)
-			}
-		}
 	}
 	results := make([]TopicResult, 0, len(names))
 	var metas []TopicMeta
@@ -95,32 +125,45 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 				Err: admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q does not exist on the source of mirror %q", topic, name)})
 			continue
 		}
+		meta := TopicMeta{Name: topic, TopicID: st.TopicID, NumPartitions: st.Partitions}
 		// The controller's checks first: a refused topic leaves no destination topic.
-		checks, err := m.ctrl.CheckStart(name, []TopicMeta{{Name: topic, TopicID: st.TopicID, NumPartitions: st.Partitions}},
-			o.IncludePatterns, o.ExcludePatterns)
+		checks, err := m.ctrl.CheckStart(name, []TopicMeta{meta}, o.IncludePatterns, o.ExcludePatterns)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if checks[0] != nil {
-			results = append(results, TopicResult{Topic: topic, Err: checks[0]})
-			continue
-		}
-		if err := m.checkActual(ctx, name, topic, statemachine.OpStart); err != nil {
+		if err := checks[0]; err != nil {
 			results = append(results, TopicResult{Topic: topic, Err: err})
 			continue
 		}
-		if err := m.dest.CreateTopic(ctx, TopicSpec{Name: topic, TopicID: st.TopicID, Partitions: st.Partitions}); err != nil {
-			results = append(results, TopicResult{Topic: topic, Err: asAdminError(err)})
+		if err := m.createStartTopic(ctx, name, st); err != nil {
+			results = append(results, TopicResult{Topic: topic, Err: err})
 			continue
 		}
-		if spec, ok := m.dest.Topic(topic); ok && spec.Partitions < st.Partitions {
-			if err := m.dest.CreatePartitions(ctx, topic, st.Partitions); err != nil {
-				results = append(results, TopicResult{Topic: topic, Err: asAdminError(err)})
-				continue
-			}
-		}
-		metas = append(metas, TopicMeta{Name: topic, TopicID: st.TopicID, NumPartitions: st.Partitions})
+		metas = append(metas, meta)
 	}
+	return results, metas, nil
+}
+
+// createStartTopic checks the actual states of topic st for a start, then creates its
+// destination topic with the source's id, or grows it to the source's partition count.
+func (m *Mirror) createStartTopic(ctx context.Context, name string, st SourceTopic) error {
+	if err := m.checkActual(ctx, name, st.Name, statemachine.OpStart); err != nil {
+		return err
+	}
+	if err := m.dest.CreateTopic(ctx, TopicSpec{Name: st.Name, TopicID: st.TopicID, Partitions: st.Partitions}); err != nil {
+		return asAdminError(err)
+	}
+	if spec, ok := m.dest.Topic(st.Name); ok && spec.Partitions < st.Partitions {
+		if err := m.dest.CreatePartitions(ctx, st.Name, st.Partitions); err != nil {
+			return asAdminError(err)
+		}
+	}
+	return nil
+}
+
+// commitStartTopics reports the full truncations PREPARING will do, records the start
+// in the controller and makes the started partitions read-only.
+func (m *Mirror) commitStartTopics(ctx context.Context, mr *mirrorRuntime, name string, metas []TopicMeta, o StartOptions) ([]TopicResult, error) {
 	// Said before it happens: what PREPARING will truncate fully (spec §6.3 step 5).
 	truncs := map[string][]FullTruncation{}
 	for _, t := range metas {
@@ -144,9 +187,7 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 			}
 		}
 	}
-	results = append(results, res...)
-	m.refresh()
-	return sortResults(results, names), nil
+	return res, nil
 }
 
 // StopMirrorTopics stops mirroring topics of mirror name: failover or migration (spec
@@ -165,15 +206,15 @@ func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []str
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, unknownMirror(name)
+		return nil, controller.UnknownMirror(name)
 	}
-	if err := validatePatterns(o.Patterns, nil); err != nil {
+	if err := controller.ValidatePatterns(o.Patterns, nil); err != nil {
 		return nil, err
 	}
 	names := dedupe(topics)
 	if len(o.Patterns) > 0 {
 		asked := setOf(names)
-		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(o.Patterns), KeyTopicsExclude: ""})
+		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: strings.Join(o.Patterns, ","), KeyTopicsExclude: ""})
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +269,7 @@ func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op
 		return nil, ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, unknownMirror(name)
+		return nil, controller.UnknownMirror(name)
 	}
 	off := m.ctrl.Offset()
 	var results []TopicResult
@@ -337,7 +378,7 @@ func (m *Mirror) deleteMirror(ctx context.Context, name string) error {
 		return ErrClosed
 	}
 	if _, ok := m.ctrl.Mirror(name); !ok {
-		return unknownMirror(name)
+		return controller.UnknownMirror(name)
 	}
 	off := m.ctrl.Offset()
 	for _, ts := range m.ctrl.Topics(name) {
@@ -370,7 +411,7 @@ func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mirror
 		if len(f.MirrorNames) > 0 && !wantNames[mi.Name] {
 			continue
 		}
-		l := MirrorListing{Name: mi.Name, SourceBootstrap: joinList(mi.Config.BootstrapServers)}
+		l := MirrorListing{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if len(f.SourceClusterIDs) > 0 {
 				mr.resolveClusterID(ctx)
@@ -418,14 +459,14 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 		for _, n := range dedupe(names) {
 			mi, ok := m.ctrl.Mirror(n)
 			if !ok {
-				return nil, unknownMirror(n)
+				return nil, controller.UnknownMirror(n)
 			}
 			infos = append(infos, mi)
 		}
 	}
 	var out []MirrorDescription
 	for _, mi := range infos {
-		d := MirrorDescription{Name: mi.Name, SourceBootstrap: joinList(mi.Config.BootstrapServers)}
+		d := MirrorDescription{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if o.ClusterID != "" {
 				mr.resolveClusterID(ctx)

@@ -1,10 +1,12 @@
-package mirror
+package metasync
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/IBM/sarama"
+
+	"github.com/kmirror/kmirror/mirror/dest"
 )
 
 var _ ACLSource = (*KafkaSourceAdmin)(nil)
@@ -31,7 +33,7 @@ var (
 // DescribeACLs implements ACLSource with one DescribeAcls request matching every
 // binding. A binding with a code this table does not know is refused with an error
 // naming it (never dropped silently).
-func (a *KafkaSourceAdmin) DescribeACLs(ctx context.Context) ([]ACL, error) {
+func (a *KafkaSourceAdmin) DescribeACLs(ctx context.Context) ([]dest.ACL, error) {
 	_, adm, err := a.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -41,7 +43,7 @@ func (a *KafkaSourceAdmin) DescribeACLs(ctx context.Context) ([]ACL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: describe ACLs: %w", ErrSourceAdmin, err)
 	}
-	var out []ACL
+	var out []dest.ACL
 	for _, ra := range res {
 		rt, ok1 := aclResourceNames[ra.ResourceType]
 		pt, ok2 := aclPatternNames[ra.ResourcePatternType]
@@ -52,9 +54,9 @@ func (a *KafkaSourceAdmin) DescribeACLs(ctx context.Context) ([]ACL, error) {
 				return nil, fmt.Errorf("%w: describe ACLs: binding on %q with unknown codes (resource %d, pattern %d, operation %d, permission %d)",
 					ErrSourceAdmin, ra.ResourceName, ra.ResourceType, ra.ResourcePatternType, acl.Operation, acl.PermissionType)
 			}
-			out = append(out, ACL{ResourceType: rt, ResourceName: ra.ResourceName, PatternType: pt,
+			out = append(out, dest.ACL{ResourceType: rt, ResourceName: ra.ResourceName, PatternType: pt,
 				Principal: acl.Principal, Host: acl.Host, Operation: op, PermissionType: perm})
 		}
 	}
-	return sortACLs(out), nil
+	return dest.SortACLs(out), nil
 }

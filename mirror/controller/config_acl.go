@@ -1,9 +1,11 @@
-package mirror
+package controller
 
 import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/kmirror/kmirror/mirror/dest"
 )
 
 // ACLRule is one acls.include rule,
@@ -103,4 +105,12 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Matches reports whether rule selects a: every field of the rule is "*" or equal, and
+// its resource-name pattern matches the whole resource name.
+func (r ACLRule) Matches(a dest.ACL) bool {
+	eq := func(rule, v string) bool { return rule == "*" || rule == v }
+	return eq(r.ResourceType, a.ResourceType) && eq(r.Operation, a.Operation) &&
+		eq(r.PermissionType, a.PermissionType) && eq(r.Principal, a.Principal) && r.MatchesResourceName(a.ResourceName)
 }

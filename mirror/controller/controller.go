@@ -1,4 +1,4 @@
-package mirror
+package controller
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -188,19 +189,19 @@ func (c *Controller) CreateMirror(ctx context.Context, name string, configs map[
 // name is TOPIC_ALREADY_EXISTS; a topic active in another mirror, or PAUSED here, is
 // INVALID_CLUSTER_MIRROR_STATES; a topic already MIRRORING here succeeds with no change.
 func (c *Controller) StartTopics(ctx context.Context, name string, topics []TopicMeta, include, exclude []string) ([]TopicResult, error) {
-	if err := validatePatterns(include, exclude); err != nil {
+	if err := ValidatePatterns(include, exclude); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.mirrors[name]
 	if !ok {
-		return nil, unknownMirror(name)
+		return nil, UnknownMirror(name)
 	}
 	var recs []records.ControllerRecord
 	cfg := m.Config
 	if len(include) > 0 || len(exclude) > 0 {
-		raw := cloneConfigs(m.Configs)
+		raw := dest.CloneConfigs(m.Configs)
 		raw[KeyTopicsInclude] = joinList(removeAll(addAll(cfg.TopicsInclude, include), exclude))
 		raw[KeyTopicsExclude] = joinList(removeAll(addAll(cfg.TopicsExclude, exclude), include))
 		parsed, err := ParseMirrorConfig(raw)
@@ -234,18 +235,18 @@ func (c *Controller) StartTopics(ctx context.Context, name string, topics []Topi
 // destination topic. It returns one error (nil = would start) per topic, in order, or
 // an error for the whole request (unknown mirror, bad patterns).
 func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclude []string) ([]error, error) {
-	if err := validatePatterns(include, exclude); err != nil {
+	if err := ValidatePatterns(include, exclude); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.mirrors[name]
 	if !ok {
-		return nil, unknownMirror(name)
+		return nil, UnknownMirror(name)
 	}
 	cfg := m.Config
 	if len(include) > 0 || len(exclude) > 0 {
-		raw := cloneConfigs(m.Configs)
+		raw := dest.CloneConfigs(m.Configs)
 		raw[KeyTopicsInclude] = joinList(removeAll(addAll(cfg.TopicsInclude, include), exclude))
 		raw[KeyTopicsExclude] = joinList(removeAll(addAll(cfg.TopicsExclude, exclude), include))
 		parsed, err := ParseMirrorConfig(raw)
@@ -296,19 +297,19 @@ func (c *Controller) alreadyMirroringLocked(name, topic string) bool {
 // newer is refused with INVALID_CLUSTER_MIRROR_STATES. A topic already STOPPED succeeds
 // with no change.
 func (c *Controller) StopTopics(ctx context.Context, name string, topics, patterns []string, stateOffset int64) ([]TopicResult, error) {
-	if err := validatePatterns(patterns, nil); err != nil {
+	if err := ValidatePatterns(patterns, nil); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.mirrors[name]
 	if !ok {
-		return nil, unknownMirror(name)
+		return nil, UnknownMirror(name)
 	}
 	var recs []records.ControllerRecord
 	names := append([]string(nil), topics...)
 	if len(patterns) > 0 {
-		raw := cloneConfigs(m.Configs)
+		raw := dest.CloneConfigs(m.Configs)
 		raw[KeyTopicsInclude] = joinList(removeAll(m.Config.TopicsInclude, patterns))
 		raw[KeyTopicsExclude] = joinList(addAll(m.Config.TopicsExclude, patterns))
 		recs = append(recs, mirrorRecord(name, raw))
@@ -360,7 +361,7 @@ func (c *Controller) flip(ctx context.Context, name string, topics []string, sta
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.mirrors[name]; !ok {
-		return nil, unknownMirror(name)
+		return nil, UnknownMirror(name)
 	}
 	var recs []records.ControllerRecord
 	results := make([]TopicResult, 0, len(topics))
@@ -387,7 +388,7 @@ func (c *Controller) DeleteMirror(ctx context.Context, name string, stateOffset 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.mirrors[name]; !ok {
-		return unknownMirror(name)
+		return UnknownMirror(name)
 	}
 	var recs []records.ControllerRecord
 	var busy []string
@@ -517,25 +518,21 @@ func topicRecord(topic string, id records.UUID, mirror string, d statemachine.De
 	}}
 }
 
-func unknownMirror(name string) error {
+// UnknownMirror is the UNKNOWN_CLUSTER_MIRROR error of a mirror name that is not
+// defined.
+func UnknownMirror(name string) error {
 	return admin.Errorf(admin.CodeUnknownClusterMirror, "cluster mirror %q does not exist", name)
 }
 
-func validatePatterns(a, b []string) error {
+// ValidatePatterns checks topic patterns of a lifecycle operation: each a valid regular
+// expression without a comma, else an INVALID_REQUEST error naming it.
+func ValidatePatterns(a, b []string) error {
 	for _, p := range append(append([]string(nil), a...), b...) {
 		if err := validateRegexList(p); err != nil || strings.Contains(p, ",") {
 			return admin.Errorf(admin.CodeInvalidRequest, "invalid topic pattern %q", p)
 		}
 	}
 	return nil
-}
-
-func cloneConfigs(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m)+2)
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func addAll(list, add []string) []string {
@@ -606,3 +603,33 @@ func (l *MemoryControllerLog) Append(ctx context.Context, recs []records.Control
 
 // Close does nothing.
 func (l *MemoryControllerLog) Close() error { return nil }
+
+// FullTruncation reports, for one partition, a full truncation of its destination log
+// by PREPARING (spec §6.3 step 5) before it happens: the log [LogStart, LogEnd) is
+// emptied and mirrored again from the source's log start. The offsets below
+// SourceLogStart are gone from the source (its retention removed them), so the
+// truncation discards [LostFrom, LostTo) for good.
+type FullTruncation struct {
+	Partition int32
+	// LogStart and LogEnd bound the destination log that is truncated.
+	LogStart, LogEnd int64
+	// SourceLogStart is the source partition's log start offset (-1 when the source
+	// could not be asked).
+	SourceLogStart int64
+	// LostFrom and LostTo bound the offsets discarded for good:
+	// [LogStart, min(LogEnd, SourceLogStart)), empty when the source still has them all,
+	// the whole [LogStart, LogEnd) when SourceLogStart is unknown.
+	LostFrom, LostTo int64
+}
+
+// Lost is the number of offsets the truncation discards for good.
+func (f FullTruncation) Lost() int64 { return max(0, f.LostTo-f.LostFrom) }
+
+// setOf is the set of list's strings.
+func setOf(list []string) map[string]bool {
+	set := make(map[string]bool, len(list))
+	for _, s := range list {
+		set[s] = true
+	}
+	return set
+}

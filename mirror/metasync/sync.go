@@ -1,4 +1,4 @@
-package mirror
+package metasync
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/mirror/controller"
+	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -73,12 +75,12 @@ type SyncConfig struct {
 	// Mirror is the name of the mirror to sync (required).
 	Mirror string
 	// Controller holds the mirror's definition and topics (required).
-	Controller *Controller
+	Controller *controller.Controller
 	// Source is the mirror's source cluster (required).
 	Source SourceAdmin
 	// Destination is the local cluster (required). Group offsets are synced only when it
 	// implements GroupOffsets.
-	Destination Destination
+	Destination dest.Destination
 	// Interval is the period of Run; default DefaultSyncInterval.
 	Interval time.Duration
 	// Logger receives per-topic and per-group events; default: discard.
@@ -157,7 +159,7 @@ func (s *Syncer) RunTicks(ctx context.Context, ticks <-chan time.Time) error {
 // cycle is the state of one SyncOnce.
 type cycle struct {
 	s     *Syncer
-	cfg   MirrorConfig
+	cfg   controller.MirrorConfig
 	stats SyncStats
 	log   *slog.Logger
 	// source topics by name
@@ -180,7 +182,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 	defer s.mu.Unlock()
 	m, ok := s.cfg.Controller.Mirror(s.cfg.Mirror)
 	if !ok {
-		return SyncStats{}, unknownMirror(s.cfg.Mirror)
+		return SyncStats{}, controller.UnknownMirror(s.cfg.Mirror)
 	}
 	c := &cycle{s: s, cfg: m.Config, log: s.cfg.Logger.With("mirror", s.cfg.Mirror), healthy: map[string]bool{}}
 	topics, err := s.cfg.Source.ListTopics(ctx)
@@ -215,7 +217,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 // another mirror, or dissociated after a failover) are left alone: restarting them is an
 // operator decision.
 func (c *cycle) discover(ctx context.Context, topics []SourceTopic) error {
-	var metas []TopicMeta
+	var metas []controller.TopicMeta
 	for _, t := range topics {
 		if t.Internal || !c.cfg.IncludesTopic(t.Name) {
 			continue
@@ -223,7 +225,7 @@ func (c *cycle) discover(ctx context.Context, topics []SourceTopic) error {
 		if _, known := c.s.cfg.Controller.Topic(t.Name); known {
 			continue
 		}
-		metas = append(metas, TopicMeta{Name: t.Name, TopicID: t.TopicID, NumPartitions: t.Partitions})
+		metas = append(metas, controller.TopicMeta{Name: t.Name, TopicID: t.TopicID, NumPartitions: t.Partitions})
 	}
 	if len(metas) == 0 {
 		return nil
@@ -246,7 +248,7 @@ func (c *cycle) discover(ctx context.Context, topics []SourceTopic) error {
 // syncTopics creates, grows and configures the destination topic of every MIRRORING
 // topic of the mirror.
 func (c *cycle) syncTopics(ctx context.Context) {
-	dest := c.s.cfg.Destination
+	d := c.s.cfg.Destination
 	mirroring := c.mirroringTopics()
 	var names []string
 	for _, ts := range mirroring {
@@ -273,13 +275,13 @@ func (c *cycle) syncTopics(ctx context.Context) {
 			c.fail("configs", name, "", err)
 		}
 		synced := filterTopicConfigs(cfgs, c.cfg.TopicPropertiesExclude)
-		dt, ok := dest.Topic(name)
+		dt, ok := d.Topic(name)
 		if !ok {
 			if !haveCfgs {
 				continue // created with its configs (KAFKA-12254) once they can be read
 			}
-			spec := TopicSpec{Name: name, TopicID: st.TopicID, Partitions: st.Partitions, Configs: synced}
-			if err := dest.CreateTopic(ctx, spec); err != nil {
+			spec := dest.TopicSpec{Name: name, TopicID: st.TopicID, Partitions: st.Partitions, Configs: synced}
+			if err := d.CreateTopic(ctx, spec); err != nil {
 				c.fail("create", name, "", err)
 				continue
 			}
@@ -295,7 +297,7 @@ func (c *cycle) syncTopics(ctx context.Context) {
 		c.healthy[name] = true
 		switch {
 		case st.Partitions > dt.Partitions:
-			if err := dest.CreatePartitions(ctx, name, st.Partitions); err != nil {
+			if err := d.CreatePartitions(ctx, name, st.Partitions); err != nil {
 				c.fail("partitions", name, "", err)
 			} else {
 				c.stats.PartitionsGrown += int(st.Partitions - dt.Partitions)
@@ -314,7 +316,7 @@ func (c *cycle) syncTopics(ctx context.Context) {
 			if len(changed) == 0 {
 				continue
 			}
-			if err := dest.AlterTopicConfigs(ctx, name, changed); err != nil {
+			if err := d.AlterTopicConfigs(ctx, name, changed); err != nil {
 				c.fail("configs", name, "", err)
 				continue
 			}
@@ -325,8 +327,8 @@ func (c *cycle) syncTopics(ctx context.Context) {
 }
 
 // mirroringTopics returns the topics of the mirror whose desired state is MIRRORING.
-func (c *cycle) mirroringTopics() []TopicState {
-	var out []TopicState
+func (c *cycle) mirroringTopics() []controller.TopicState {
+	var out []controller.TopicState
 	for _, ts := range c.s.cfg.Controller.Topics(c.s.cfg.Mirror) {
 		if ts.Desired == statemachine.DesiredMirroring {
 			out = append(out, ts)
@@ -340,7 +342,7 @@ func (c *cycle) mirroringTopics() []TopicState {
 // lower than what the destination group has committed, and never for groups with
 // active members on the destination.
 func (c *cycle) syncGroups(ctx context.Context) {
-	g, ok := c.s.cfg.Destination.(GroupOffsets)
+	g, ok := c.s.cfg.Destination.(dest.GroupOffsets)
 	if !ok || len(c.healthy) == 0 {
 		return
 	}
@@ -367,7 +369,7 @@ func (c *cycle) syncGroups(ctx context.Context) {
 			continue
 		}
 		have := g.CommittedOffsets(group)
-		commit := map[TopicPartition]int64{}
+		commit := map[dest.TopicPartition]int64{}
 		for tp, committed := range src {
 			if !c.healthy[tp.Topic] {
 				continue

@@ -1,4 +1,4 @@
-package mirror
+package localdest
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -15,28 +16,28 @@ func TestLocalDestinations(t *testing.T) {
 	ctx := context.Background()
 	fileDest := func(t *testing.T) (*LocalDestination, func() *LocalDestination) {
 		root := t.TempDir()
-		d, err := OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
+		d, err := OpenFile(root, "dst", fetcher.FileLogOptions{})
 		require.NoError(t, err)
 		return d, func() *LocalDestination {
-			d2, err := OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
+			d2, err := OpenFile(root, "dst", fetcher.FileLogOptions{})
 			require.NoError(t, err)
 			return d2
 		}
 	}
 	memDest := func(t *testing.T) (*LocalDestination, func() *LocalDestination) {
-		return NewMemoryDestination("dst", fetcher.MemoryLogOptions{}), nil
+		return NewMemory("dst", fetcher.MemoryLogOptions{}), nil
 	}
 	for name, mk := range map[string]func(*testing.T) (*LocalDestination, func() *LocalDestination){"file": fileDest, "memory": memDest} {
 		t.Run(name, func(t *testing.T) {
 			d, reopen := mk(t)
-			spec := TopicSpec{Name: "orders", TopicID: records.UUID{1}, Partitions: 2, Configs: map[string]string{"cleanup.policy": "compact"}}
+			spec := dest.TopicSpec{Name: "orders", TopicID: records.UUID{1}, Partitions: 2, Configs: map[string]string{"cleanup.policy": "compact"}}
 			require.NoError(t, d.CreateTopic(ctx, spec))
 			require.NoError(t, d.CreateTopic(ctx, spec), "same id: no-op")
-			err := d.CreateTopic(ctx, TopicSpec{Name: "orders", TopicID: records.UUID{2}, Partitions: 2})
+			err := d.CreateTopic(ctx, dest.TopicSpec{Name: "orders", TopicID: records.UUID{2}, Partitions: 2})
 			require.Equal(t, admin.CodeTopicAlreadyExists, admin.CodeOf(err))
-			err = d.CreateTopic(ctx, TopicSpec{Name: "other", TopicID: records.UUID{1}, Partitions: 1})
+			err = d.CreateTopic(ctx, dest.TopicSpec{Name: "other", TopicID: records.UUID{1}, Partitions: 1})
 			require.Equal(t, admin.CodeTopicAlreadyExists, admin.CodeOf(err))
-			require.Error(t, d.CreateTopic(ctx, TopicSpec{Name: "zero", TopicID: records.UUID{3}}))
+			require.Error(t, d.CreateTopic(ctx, dest.TopicSpec{Name: "zero", TopicID: records.UUID{3}}))
 
 			_, err = d.Log("orders", 2)
 			require.Equal(t, admin.CodeUnknownTopicOrPartition, admin.CodeOf(err))
@@ -55,8 +56,8 @@ func TestLocalDestinations(t *testing.T) {
 			require.NoError(t, d.SetReadOnly("orders", 1, true))
 			require.True(t, d.ReadOnly("orders", 1))
 			require.False(t, d.ReadOnly("orders", 0))
-			require.NoError(t, d.CommitOffsets("g", map[TopicPartition]int64{{"orders", 1}: 42}))
-			require.Equal(t, map[TopicPartition]int64{{"orders", 1}: 42}, d.CommittedOffsets("g"))
+			require.NoError(t, d.CommitOffsets("g", map[dest.TopicPartition]int64{{Topic: "orders", Partition: 1}: 42}))
+			require.Equal(t, map[dest.TopicPartition]int64{{Topic: "orders", Partition: 1}: 42}, d.CommittedOffsets("g"))
 			require.NoError(t, d.Close())
 
 			if reopen == nil {
@@ -66,9 +67,9 @@ func TestLocalDestinations(t *testing.T) {
 			defer d2.Close()
 			got, ok := d2.Topic("orders")
 			require.True(t, ok)
-			require.Equal(t, TopicSpec{Name: "orders", TopicID: records.UUID{1}, Partitions: 3, Configs: map[string]string{"cleanup.policy": "compact", "retention.ms": "1"}}, got)
+			require.Equal(t, dest.TopicSpec{Name: "orders", TopicID: records.UUID{1}, Partitions: 3, Configs: map[string]string{"cleanup.policy": "compact", "retention.ms": "1"}}, got)
 			require.True(t, d2.ReadOnly("orders", 1))
-			require.Equal(t, map[TopicPartition]int64{{"orders", 1}: 42}, d2.CommittedOffsets("g"))
+			require.Equal(t, map[dest.TopicPartition]int64{{Topic: "orders", Partition: 1}: 42}, d2.CommittedOffsets("g"))
 			l3, err := d2.Log("orders", 2)
 			require.NoError(t, err)
 			require.Equal(t, int64(6), l3.LogEndOffset(), "the file log survived")

@@ -1,4 +1,4 @@
-package mirror
+package metasync
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kmirror/kmirror/mirror/controller"
 )
 
 // TestSCRAMRFC7677 replays the SCRAM-SHA-256 example exchange of RFC 7677 §3.
@@ -67,9 +69,9 @@ func TestSCRAMRFC7677(t *testing.T) {
 }
 
 func TestSaramaConfig(t *testing.T) {
-	parse := func(raw map[string]string) MirrorConfig {
-		raw[KeyBootstrapServers] = "a:1"
-		mc, err := ParseMirrorConfig(raw)
+	parse := func(raw map[string]string) controller.MirrorConfig {
+		raw[controller.KeyBootstrapServers] = "a:1"
+		mc, err := controller.ParseMirrorConfig(raw)
 		require.NoError(t, err)
 		return mc
 	}
@@ -80,19 +82,19 @@ func TestSaramaConfig(t *testing.T) {
 	require.False(t, cfg.Net.SASL.Enable)
 
 	for mech, want := range map[string]sarama.SASLMechanism{"PLAIN": sarama.SASLTypePlaintext, "SCRAM-SHA-256": sarama.SASLTypeSCRAMSHA256, "SCRAM-SHA-512": sarama.SASLTypeSCRAMSHA512} {
-		cfg, err := SaramaConfig(parse(map[string]string{KeySecurityProtocol: "SASL_PLAINTEXT", KeySASLMechanism: mech, KeySASLUsername: "u", KeySASLPassword: "p"}), "id")
+		cfg, err := SaramaConfig(parse(map[string]string{controller.KeySecurityProtocol: "SASL_PLAINTEXT", controller.KeySASLMechanism: mech, controller.KeySASLUsername: "u", controller.KeySASLPassword: "p"}), "id")
 		require.NoError(t, err, mech)
 		require.Equal(t, want, cfg.Net.SASL.Mechanism)
 		require.Equal(t, "u", cfg.Net.SASL.User)
 		require.Equal(t, "id", cfg.ClientID)
 	}
-	cfg, err = SaramaConfig(parse(map[string]string{KeySecurityProtocol: "SSL", KeySSLEndpointIdent: ""}), "")
+	cfg, err = SaramaConfig(parse(map[string]string{controller.KeySecurityProtocol: "SSL", controller.KeySSLEndpointIdent: ""}), "")
 	require.NoError(t, err)
 	require.True(t, cfg.Net.TLS.Enable)
 	require.True(t, cfg.Net.TLS.Config.InsecureSkipVerify)
-	_, err = SaramaConfig(parse(map[string]string{KeySecurityProtocol: "SASL_SSL", KeySSLCAFile: filepath.Join(t.TempDir(), "missing.pem")}), "")
-	require.ErrorContains(t, err, KeySSLCAFile)
-	_, err = SaramaConfig(parse(map[string]string{KeySecurityProtocol: "SSL", KeySSLCertFile: "nope.pem", KeySSLKeyFile: "nope.key"}), "")
+	_, err = SaramaConfig(parse(map[string]string{controller.KeySecurityProtocol: "SASL_SSL", controller.KeySSLCAFile: filepath.Join(t.TempDir(), "missing.pem")}), "")
+	require.ErrorContains(t, err, controller.KeySSLCAFile)
+	_, err = SaramaConfig(parse(map[string]string{controller.KeySecurityProtocol: "SSL", controller.KeySSLCertFile: "nope.pem", controller.KeySSLKeyFile: "nope.key"}), "")
 	require.ErrorContains(t, err, "client certificate")
 
 	old := sarama.NewConfig()
@@ -107,9 +109,9 @@ func TestSaramaConfig(t *testing.T) {
 func TestKafkaSourceAdminSCRAM(t *testing.T) {
 	ctx := context.Background()
 	kc := klogCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "admin", "s3cret"), kfake.SeedTopics(2, "t"))
-	mc, err := ParseMirrorConfig(map[string]string{
-		KeyBootstrapServers: kc.ListenAddrs()[0], KeySecurityProtocol: "SASL_PLAINTEXT",
-		KeySASLMechanism: "SCRAM-SHA-256", KeySASLUsername: "admin", KeySASLPassword: "s3cret",
+	mc, err := controller.ParseMirrorConfig(map[string]string{
+		controller.KeyBootstrapServers: kc.ListenAddrs()[0], controller.KeySecurityProtocol: "SASL_PLAINTEXT",
+		controller.KeySASLMechanism: "SCRAM-SHA-256", controller.KeySASLUsername: "admin", controller.KeySASLPassword: "s3cret",
 	})
 	require.NoError(t, err)
 	a, err := NewKafkaSourceAdmin(mc)
@@ -220,9 +222,9 @@ func TestKafkaSourceAdminTLS(t *testing.T) {
 	ctx := context.Background()
 	certFile, keyFile, server := sourceAdminTLSFiles(t, true)
 	kc := klogCluster(t, kfake.TLS(server), kfake.ClusterID("tls-cluster"))
-	mc, err := ParseMirrorConfig(map[string]string{
-		KeyBootstrapServers: kc.ListenAddrs()[0], KeySecurityProtocol: "SSL",
-		KeySSLCAFile: certFile, KeySSLCertFile: certFile, KeySSLKeyFile: keyFile,
+	mc, err := controller.ParseMirrorConfig(map[string]string{
+		controller.KeyBootstrapServers: kc.ListenAddrs()[0], controller.KeySecurityProtocol: "SSL",
+		controller.KeySSLCAFile: certFile, controller.KeySSLCertFile: certFile, controller.KeySSLKeyFile: keyFile,
 	})
 	require.NoError(t, err)
 	a, err := NewKafkaSourceAdmin(mc)
@@ -232,7 +234,7 @@ func TestKafkaSourceAdminTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "tls-cluster", cid)
 
-	_, err = SaramaConfig(MirrorConfig{SecurityProtocol: "SSL", TLSCAFile: keyFile, TLSVerifyHostname: true}, "")
+	_, err = SaramaConfig(controller.MirrorConfig{SecurityProtocol: "SSL", TLSCAFile: keyFile, TLSVerifyHostname: true}, "")
 	require.ErrorContains(t, err, "no PEM certificate")
 
 	// A certificate without the server's address: refused with host name verification,
@@ -245,9 +247,9 @@ func TestKafkaSourceAdminTLS(t *testing.T) {
 		ca, ident string
 		ok        bool
 	}{{noIPCert, "https", false}, {noIPCert, "", true}, {otherCA, "", false}} {
-		mc, err := ParseMirrorConfig(map[string]string{
-			KeyBootstrapServers: kc2.ListenAddrs()[0], KeySecurityProtocol: "SSL",
-			KeySSLCAFile: tc.ca, KeySSLEndpointIdent: tc.ident, KeyRequestTimeoutMs: "2000",
+		mc, err := controller.ParseMirrorConfig(map[string]string{
+			controller.KeyBootstrapServers: kc2.ListenAddrs()[0], controller.KeySecurityProtocol: "SSL",
+			controller.KeySSLCAFile: tc.ca, controller.KeySSLEndpointIdent: tc.ident, controller.KeyRequestTimeoutMs: "2000",
 		})
 		require.NoError(t, err)
 		a, err := NewKafkaSourceAdmin(mc)

@@ -1,4 +1,4 @@
-package mirror
+package localdest
 
 import (
 	"context"
@@ -8,27 +8,10 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/dest"
 )
 
-// ClientAdmin is optionally implemented by a Destination: the host-facing topic admin
-// operations, what a broker's CreatePartitions, DeleteTopics and DeleteRecords handlers
-// call for a client. A mirror topic that is not STOPPED refuses them with
-// INVALID_CLUSTER_MIRROR_STATES (spec §12: a mirror topic changes only through the
-// mirror); once STOPPED, and for topics that are not mirror topics, they work as usual.
-// Destination.CreatePartitions stays the mirror's own path (the metadata sync grows a
-// mirror topic with its source).
-type ClientAdmin interface {
-	// ClientCreatePartitions grows topic to count partitions for a client.
-	ClientCreatePartitions(ctx context.Context, topic string, count int32) error
-	// DeleteTopic deletes topic and its data.
-	DeleteTopic(ctx context.Context, topic string) error
-	// DeleteRecords moves the log start of a partition to before (-1 = the high
-	// watermark) and returns the new log start (Kafka's low watermark). An offset
-	// above the high watermark is an error Is(fetcher.ErrOffsetOutOfRange).
-	DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error)
-}
-
-var _ ClientAdmin = (*LocalDestination)(nil)
+var _ dest.ClientAdmin = (*LocalDestination)(nil)
 
 // guardMirrorTopicLocked refuses op on topic while one of its partitions is read-only:
 // a mirror partition is read-only in every state but STOPPED.
@@ -42,7 +25,7 @@ func (d *LocalDestination) guardMirrorTopicLocked(op, topic string, t *fileTopic
 	return nil
 }
 
-// ClientCreatePartitions implements ClientAdmin.
+// ClientCreatePartitions implements dest.ClientAdmin.
 func (d *LocalDestination) ClientCreatePartitions(ctx context.Context, topic string, count int32) error {
 	d.mu.Lock()
 	t, ok := d.meta.Topics[topic]
@@ -57,7 +40,7 @@ func (d *LocalDestination) ClientCreatePartitions(ctx context.Context, topic str
 	return d.CreatePartitions(ctx, topic, count)
 }
 
-// DeleteTopic implements ClientAdmin: the topic's logs are closed and, for a file
+// DeleteTopic implements dest.ClientAdmin: the topic's logs are closed and, for a file
 // destination, their directories removed before the topic leaves the metadata, so a
 // later topic of the same name never finds the old data.
 func (d *LocalDestination) DeleteTopic(ctx context.Context, topic string) error {
@@ -75,7 +58,7 @@ func (d *LocalDestination) DeleteTopic(ctx context.Context, topic string) error 
 	}
 	var errs []error
 	for p := int32(0); p < t.Partitions; p++ {
-		tp := TopicPartition{topic, p}
+		tp := dest.TopicPartition{Topic: topic, Partition: p}
 		if l, ok := d.logs[tp]; ok {
 			errs = append(errs, l.Close())
 			delete(d.logs, tp)
@@ -93,7 +76,7 @@ func (d *LocalDestination) DeleteTopic(ctx context.Context, topic string) error 
 	return d.saveLocked()
 }
 
-// DeleteRecords implements ClientAdmin through the log's fetcher.RecordDeleter. The
+// DeleteRecords implements dest.ClientAdmin through the log's fetcher.RecordDeleter. The
 // log's own read-only flag refuses too, under the log's lock, so a stop or start racing
 // with the call never lets a mirror partition lose records.
 func (d *LocalDestination) DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error) {

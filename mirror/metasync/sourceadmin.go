@@ -1,17 +1,17 @@
-package mirror
+package metasync
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 
 	"github.com/IBM/sarama"
 
+	"github.com/kmirror/kmirror/internal/kafkaclient"
+	"github.com/kmirror/kmirror/mirror/controller"
+	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -50,7 +50,7 @@ type SourceAdmin interface {
 	ListGroups(ctx context.Context) ([]string, error)
 	// GroupOffsets returns the committed offsets of group (partitions with no committed
 	// offset are absent).
-	GroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error)
+	GroupOffsets(ctx context.Context, group string) (map[dest.TopicPartition]int64, error)
 	// Close releases the connections.
 	Close() error
 }
@@ -77,7 +77,7 @@ var internalTopics = map[string]bool{
 // SaramaConfig builds a sarama client configuration from a mirror's connection settings:
 // protocol version 3.6 (Metadata v10+ carries topic ids), TLS from the PEM files named by
 // the ssl.* keys, and SASL PLAIN or SCRAM-SHA-256/512 with sasl.username/sasl.password.
-func SaramaConfig(mc MirrorConfig, clientID string) (*sarama.Config, error) {
+func SaramaConfig(mc controller.MirrorConfig, clientID string) (*sarama.Config, error) {
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	if clientID != "" {
@@ -91,7 +91,7 @@ func SaramaConfig(mc MirrorConfig, clientID string) (*sarama.Config, error) {
 	}
 	switch mc.SecurityProtocol {
 	case "SSL", "SASL_SSL":
-		tc, err := tlsConfig(mc)
+		tc, err := kafkaclient.TLSConfig(mc)
 		if err != nil {
 			return nil, err
 		}
@@ -123,46 +123,6 @@ func SaramaConfig(mc MirrorConfig, clientID string) (*sarama.Config, error) {
 	return cfg, nil
 }
 
-func tlsConfig(mc MirrorConfig) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if !mc.TLSVerifyHostname {
-		// ssl.endpoint.identification.algorithm="": like Kafka, skip the host name check
-		// but still verify the chain against the trust store (Go's
-		// InsecureSkipVerify alone would skip both).
-		tc.InsecureSkipVerify = true
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return fmt.Errorf("mirror: tls: the server sent no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: tc.RootCAs, Intermediates: x509.NewCertPool()}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(opts)
-			return err
-		}
-	}
-	if mc.TLSCAFile != "" {
-		pem, err := os.ReadFile(mc.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("mirror: read %s: %w", KeySSLCAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("mirror: %s %q holds no PEM certificate", KeySSLCAFile, mc.TLSCAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if mc.TLSCertFile != "" || mc.TLSKeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(mc.TLSCertFile, mc.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("mirror: load client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
 // KafkaSourceAdmin is the SourceAdmin of a real Kafka cluster, built on a sarama Client
 // and ClusterAdmin. It connects lazily, on first use, and again after a failed connect,
 // so a mirror can be defined while its source is unreachable. sarama requests cannot be
@@ -181,7 +141,7 @@ type KafkaSourceAdmin struct {
 
 // NewKafkaSourceAdmin returns the admin of the source cluster of mc (bootstrap.servers,
 // TLS and SASL settings). It does not connect yet.
-func NewKafkaSourceAdmin(mc MirrorConfig) (*KafkaSourceAdmin, error) {
+func NewKafkaSourceAdmin(mc controller.MirrorConfig) (*KafkaSourceAdmin, error) {
 	cfg, err := SaramaConfig(mc, "kmirror-source-admin")
 	if err != nil {
 		return nil, err
@@ -464,7 +424,7 @@ func (a *KafkaSourceAdmin) ListGroups(ctx context.Context) ([]string, error) {
 }
 
 // GroupOffsets implements SourceAdmin (OffsetFetch for all partitions of group).
-func (a *KafkaSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
+func (a *KafkaSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[dest.TopicPartition]int64, error) {
 	_, adm, err := a.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -481,13 +441,13 @@ func (a *KafkaSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[
 	if !errors.Is(resp.Err, sarama.ErrNoError) {
 		return nil, fmt.Errorf("%w: offsets of group %q: %w", ErrSourceAdmin, group, resp.Err)
 	}
-	out := map[TopicPartition]int64{}
+	out := map[dest.TopicPartition]int64{}
 	for topic, parts := range resp.Blocks {
 		for p, blk := range parts {
 			if blk == nil || !errors.Is(blk.Err, sarama.ErrNoError) || blk.Offset < 0 {
 				continue
 			}
-			out[TopicPartition{Topic: topic, Partition: p}] = blk.Offset
+			out[dest.TopicPartition{Topic: topic, Partition: p}] = blk.Offset
 		}
 	}
 	return out, nil
@@ -520,14 +480,14 @@ type GroupLister interface {
 // function given to NewLocalSourceAdmin. Safe for concurrent use when the Destination
 // is.
 type LocalSourceAdmin struct {
-	dest   Destination
+	dest   dest.Destination
 	groups func() []string
 }
 
 // NewLocalSourceAdmin returns a SourceAdmin over dest. groups lists the groups to offer
 // when dest does not implement GroupLister (nil: none).
-func NewLocalSourceAdmin(dest Destination, groups func() []string) *LocalSourceAdmin {
-	return &LocalSourceAdmin{dest: dest, groups: groups}
+func NewLocalSourceAdmin(d dest.Destination, groups func() []string) *LocalSourceAdmin {
+	return &LocalSourceAdmin{dest: d, groups: groups}
 }
 
 // ClusterID implements SourceAdmin.
@@ -561,7 +521,7 @@ func (a *LocalSourceAdmin) TopicConfigs(ctx context.Context, topics []string) (m
 			errs = append(errs, &SourceTopicError{Topic: t, Err: fmt.Errorf("%w: unknown topic", ErrSourceAdmin)})
 			continue
 		}
-		out[t] = cloneConfigs(s.Configs)
+		out[t] = dest.CloneConfigs(s.Configs)
 	}
 	return out, errors.Join(errs...)
 }
@@ -583,15 +543,15 @@ func (a *LocalSourceAdmin) ListGroups(ctx context.Context) ([]string, error) {
 }
 
 // GroupOffsets implements SourceAdmin.
-func (a *LocalSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[TopicPartition]int64, error) {
+func (a *LocalSourceAdmin) GroupOffsets(ctx context.Context, group string) (map[dest.TopicPartition]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g, ok := a.dest.(GroupOffsets)
+	g, ok := a.dest.(dest.GroupOffsets)
 	if !ok {
 		return nil, fmt.Errorf("%w: the destination stores no group offsets", ErrSourceAdmin)
 	}
-	out := map[TopicPartition]int64{}
+	out := map[dest.TopicPartition]int64{}
 	for tp, off := range g.CommittedOffsets(group) {
 		out[tp] = off
 	}

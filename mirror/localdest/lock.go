@@ -1,4 +1,4 @@
-package mirror
+package localdest
 
 import (
 	"errors"
@@ -11,13 +11,13 @@ import (
 	"github.com/kmirror/kmirror/internal/statelog"
 )
 
-// ErrDestinationLocked is returned by OpenFileDestination when the root is open in
+// ErrLocked is returned by OpenFile when the root is open in
 // another LocalDestination, in this process or another. The error also matches
 // fetcher.ErrLocked.
-var ErrDestinationLocked = errors.New("mirror: destination root locked")
+var ErrLocked = errors.New("mirror: destination root locked")
 
-// DestinationLockFile is the lock file of a file destination's root.
-const DestinationLockFile = ".lock"
+// LockFile is the lock file of a file destination's root.
+const LockFile = ".lock"
 
 // UnwritableRootError reports a destination root kmirror cannot write. It matches
 // fs.ErrPermission (also for a read-only file system) and unwraps to the cause.
@@ -53,8 +53,8 @@ func lockRoot(root string) (*os.File, error) {
 	if err := errors.Join(werr, cerr, rerr); err != nil {
 		return nil, rootError(root, err)
 	}
-	lock, err := statelog.LockDir(root, DestinationLockFile, ErrDestinationLocked)
-	if errors.Is(err, ErrDestinationLocked) {
+	lock, err := statelog.LockDir(root, LockFile, ErrLocked)
+	if errors.Is(err, ErrLocked) {
 		return nil, fmt.Errorf("%w (%w)", err, fetcher.ErrLocked)
 	}
 	if err != nil {

@@ -1,0 +1,448 @@
+// Package localdest is the Destination kmirror ships: LocalDestination, on files
+// (OpenFile, the embedded default, one FileLog directory per partition under a locked
+// root) or in memory (NewMemory, for tests and simulations). It implements
+// dest.Destination and the optional dest.GroupOffsets, dest.ClientAdmin and
+// dest.ACLStore. Package mirror re-exports it as mirror.LocalDestination.
+package localdest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/dest"
+	"github.com/kmirror/kmirror/records"
+)
+
+// LocalDestination is the Destination kmirror ships. Opened with OpenFile it
+// is the embedded default: one FileLog directory per partition under its root
+// (fetcher.PartitionDir), topic metadata and read-only flags in kmirror-topics.json and
+// group offsets in kmirror-groups.json, both replaced atomically. Made with
+// NewMemory it keeps everything in memory on MemoryLogs, for tests and
+// simulations.
+type LocalDestination struct {
+	root      string   // "" for a memory destination
+	rootLock  *os.File // lock of a file destination's root (lock.go)
+	clusterID string
+	openLog   func(topic string, partition int32) (fetcher.Log, error)
+
+	mu       sync.Mutex
+	meta     fileDestMeta
+	logs     map[dest.TopicPartition]fetcher.Log
+	active   map[string]bool
+	closed   bool
+	groupsMu sync.Mutex
+	groups   map[string]map[string]int64 // group -> "topic/partition" -> offset
+	aclsOnce sync.Once
+	acls     *aclStore // synced ACLs (acl.go)
+}
+
+type fileDestMeta struct {
+	Topics   map[string]*fileTopic `json:"topics"`
+	ReadOnly map[string]bool       `json:"read_only"`
+}
+
+type fileTopic struct {
+	TopicID    string            `json:"topic_id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+const (
+	topicsFile = "kmirror-topics.json"
+	groupsFile = "kmirror-groups.json"
+)
+
+// OpenFile opens (creating when needed) a file destination rooted at root.
+// clusterID identifies this destination cluster.
+//
+// The root is locked for the life of the destination (until Close): a second open of
+// the same root, from this process or another, fails at once with an error matching
+// ErrLocked (and fetcher.ErrLocked). A root that cannot be written fails with
+// an *UnwritableRootError, which matches fs.ErrPermission.
+func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDestination, err error) {
+	lock, err := lockRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	d := newLocalDestination(clusterID, func(topic string, partition int32) (fetcher.Log, error) {
+		return fetcher.OpenFileLog(fetcher.PartitionDir(root, topic, partition), opts)
+	})
+	d.root, d.rootLock = root, lock
+	if err := readJSON(filepath.Join(root, topicsFile), &d.meta); err != nil {
+		return nil, err
+	}
+	if d.meta.Topics == nil {
+		d.meta.Topics = map[string]*fileTopic{}
+	}
+	if d.meta.ReadOnly == nil {
+		d.meta.ReadOnly = map[string]bool{}
+	}
+	if err := readJSON(filepath.Join(root, groupsFile), &d.groups); err != nil {
+		return nil, err
+	}
+	if d.groups == nil {
+		d.groups = map[string]map[string]int64{}
+	}
+	if d.acls, err = openACLStore(root); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// NewMemory returns a destination whose partitions are MemoryLogs made with
+// opts; nothing survives the process.
+func NewMemory(clusterID string, opts fetcher.MemoryLogOptions) *LocalDestination {
+	return newLocalDestination(clusterID, func(string, int32) (fetcher.Log, error) {
+		return fetcher.NewMemoryLog(opts), nil
+	})
+}
+
+func newLocalDestination(clusterID string, open func(string, int32) (fetcher.Log, error)) *LocalDestination {
+	return &LocalDestination{
+		clusterID: clusterID, openLog: open,
+		meta:   fileDestMeta{Topics: map[string]*fileTopic{}, ReadOnly: map[string]bool{}},
+		logs:   map[dest.TopicPartition]fetcher.Log{},
+		active: map[string]bool{},
+		groups: map[string]map[string]int64{},
+	}
+}
+
+// Root is the directory the destination lives in ("" for a memory destination).
+func (d *LocalDestination) Root() string { return d.root }
+
+// ClusterID implements dest.Destination.
+func (d *LocalDestination) ClusterID() string { return d.clusterID }
+
+// CreateTopic implements dest.Destination.
+func (d *LocalDestination) CreateTopic(ctx context.Context, spec dest.TopicSpec) error {
+	if spec.Name == "" || spec.Partitions <= 0 {
+		return admin.Errorf(admin.CodeInvalidRequest, "invalid topic %q with %d partitions", spec.Name, spec.Partitions)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fetcher.ErrClosed
+	}
+	if t, ok := d.meta.Topics[spec.Name]; ok {
+		if t.TopicID != spec.TopicID.String() {
+			return admin.Errorf(admin.CodeTopicAlreadyExists, "topic %q exists with topic id %s, not %s", spec.Name, t.TopicID, spec.TopicID)
+		}
+		return nil
+	}
+	for name, t := range d.meta.Topics {
+		if t.TopicID == spec.TopicID.String() {
+			return admin.Errorf(admin.CodeTopicAlreadyExists, "topic id %s is already used by topic %q", spec.TopicID, name)
+		}
+	}
+	d.meta.Topics[spec.Name] = &fileTopic{TopicID: spec.TopicID.String(), Partitions: spec.Partitions, Configs: dest.CloneConfigs(spec.Configs)}
+	return d.saveLocked()
+}
+
+// CreatePartitions implements dest.Destination.
+func (d *LocalDestination) CreatePartitions(ctx context.Context, topic string, count int32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.meta.Topics[topic]
+	if !ok {
+		return admin.Errorf(admin.CodeUnknownTopicOrPartition, "unknown topic %q", topic)
+	}
+	if count < t.Partitions {
+		return admin.Errorf(admin.CodeInvalidRequest, "topic %q has %d partitions; cannot shrink to %d", topic, t.Partitions, count)
+	}
+	if count == t.Partitions {
+		return nil
+	}
+	t.Partitions = count
+	return d.saveLocked()
+}
+
+// AlterTopicConfigs implements dest.Destination.
+func (d *LocalDestination) AlterTopicConfigs(ctx context.Context, topic string, configs map[string]string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.meta.Topics[topic]
+	if !ok {
+		return admin.Errorf(admin.CodeUnknownTopicOrPartition, "unknown topic %q", topic)
+	}
+	if t.Configs == nil {
+		t.Configs = map[string]string{}
+	}
+	for k, v := range configs {
+		t.Configs[k] = v
+	}
+	return d.saveLocked()
+}
+
+// Topic implements dest.Destination.
+func (d *LocalDestination) Topic(name string) (dest.TopicSpec, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.meta.Topics[name]
+	if !ok {
+		return dest.TopicSpec{}, false
+	}
+	return d.specLocked(name, t), true
+}
+
+func (d *LocalDestination) specLocked(name string, t *fileTopic) dest.TopicSpec {
+	id, _ := records.ParseUUID(t.TopicID)
+	return dest.TopicSpec{Name: name, TopicID: id, Partitions: t.Partitions, Configs: dest.CloneConfigs(t.Configs)}
+}
+
+// Topics implements dest.Destination.
+func (d *LocalDestination) Topics() []dest.TopicSpec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]dest.TopicSpec, 0, len(d.meta.Topics))
+	for name, t := range d.meta.Topics {
+		out = append(out, d.specLocked(name, t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Log implements dest.Destination: it opens the partition's FileLog on first use.
+func (d *LocalDestination) Log(topic string, partition int32) (fetcher.Log, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fetcher.ErrClosed
+	}
+	t, ok := d.meta.Topics[topic]
+	if !ok || partition < 0 || partition >= t.Partitions {
+		return nil, admin.Errorf(admin.CodeUnknownTopicOrPartition, "unknown partition %s-%d", topic, partition)
+	}
+	tp := dest.TopicPartition{Topic: topic, Partition: partition}
+	if l, ok := d.logs[tp]; ok {
+		return l, nil
+	}
+	l, err := d.openLog(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	l.SetReadOnly(d.meta.ReadOnly[roKey(topic, partition)])
+	d.logs[tp] = l
+	return l, nil
+}
+
+// Produce implements dest.Destination with dest.ProduceToLog.
+func (d *LocalDestination) Produce(ctx context.Context, topic string, partition int32, batch []byte) (int64, error) {
+	l, err := d.Log(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	return dest.ProduceToLog(ctx, l, topic, partition, batch)
+}
+
+func roKey(topic string, partition int32) string {
+	return topic + "/" + strconv.FormatInt(int64(partition), 10)
+}
+
+// SetReadOnly implements dest.Destination.
+func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := roKey(topic, partition)
+	l := d.logs[dest.TopicPartition{Topic: topic, Partition: partition}]
+	if d.meta.ReadOnly[k] == readOnly {
+		if l != nil {
+			l.SetReadOnly(readOnly)
+		}
+		return nil
+	}
+	if readOnly {
+		// Refuse client writes before the flag is durable: a crash in between leaves
+		// the partition writable on disk, and the reconciler sets it again.
+		if l != nil {
+			l.SetReadOnly(true)
+		}
+		d.meta.ReadOnly[k] = true
+		return d.saveLocked()
+	}
+	delete(d.meta.ReadOnly, k)
+	if err := d.saveLocked(); err != nil {
+		d.meta.ReadOnly[k] = true
+		return err
+	}
+	if l != nil {
+		l.SetReadOnly(false) // writable only once it is durable
+	}
+	return nil
+}
+
+// ReadOnly implements dest.Destination.
+func (d *LocalDestination) ReadOnly(topic string, partition int32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.meta.ReadOnly[roKey(topic, partition)]
+}
+
+// CommittedOffsets implements dest.GroupOffsets.
+func (d *LocalDestination) CommittedOffsets(group string) map[dest.TopicPartition]int64 {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	g, ok := d.groups[group]
+	if !ok {
+		return nil
+	}
+	out := make(map[dest.TopicPartition]int64, len(g))
+	for k, v := range g {
+		if tp, ok := parseTPKey(k); ok {
+			out[tp] = v
+		}
+	}
+	return out
+}
+
+// Groups lists the groups with committed offsets, sorted (mirror.GroupLister).
+func (d *LocalDestination) Groups() []string {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	out := make([]string, 0, len(d.groups))
+	for g := range d.groups {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parseTPKey parses a "topic/partition" key written by roKey.
+func parseTPKey(k string) (dest.TopicPartition, bool) {
+	i := strings.LastIndexByte(k, '/')
+	if i < 0 {
+		return dest.TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(k[i+1:], 10, 32)
+	if err != nil {
+		return dest.TopicPartition{}, false
+	}
+	return dest.TopicPartition{Topic: k[:i], Partition: int32(p)}, true
+}
+
+// HasActiveMembers implements dest.GroupOffsets; a group marked active with SetGroupActive is
+// never synced.
+func (d *LocalDestination) HasActiveMembers(group string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.active[group]
+}
+
+// SetGroupActive marks group as having (or not) active members on the destination.
+func (d *LocalDestination) SetGroupActive(group string, active bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.active[group] = active
+}
+
+// CommitOffsets implements dest.GroupOffsets.
+func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPartition]int64) error {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	g := d.groups[group]
+	if g == nil {
+		g = map[string]int64{}
+		d.groups[group] = g
+	}
+	for tp, off := range offsets {
+		g[roKey(tp.Topic, tp.Partition)] = off
+	}
+	if d.root == "" {
+		return nil
+	}
+	return writeJSON(d.root, groupsFile, d.groups)
+}
+
+// Close implements dest.Destination: it closes every open log, then releases the root's
+// lock of a file destination.
+func (d *LocalDestination) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for _, l := range d.logs {
+		if err := l.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.rootLock != nil {
+		errs = append(errs, d.rootLock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (d *LocalDestination) saveLocked() error {
+	if d.root == "" {
+		return nil
+	}
+	return writeJSON(d.root, topicsFile, d.meta)
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mirror: read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("mirror: corrupt %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeJSON replaces dir/name atomically: temp file, fsync, rename, fsync of dir.
+func writeJSON(dir, name string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, name+".tmp*")
+	if err != nil {
+		return fmt.Errorf("mirror: write %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("mirror: write %s: %w", name, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("mirror: sync %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("mirror: rename %s: %w", name, err)
+	}
+	df, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer df.Close()
+	return df.Sync()
+}
+
+var (
+	_ dest.Destination  = (*LocalDestination)(nil)
+	_ dest.GroupOffsets = (*LocalDestination)(nil)
+)
