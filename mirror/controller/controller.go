@@ -201,9 +201,7 @@ func (c *Controller) StartTopics(ctx context.Context, name string, topics []Topi
 	var recs []records.ControllerRecord
 	cfg := m.Config
 	if len(include) > 0 || len(exclude) > 0 {
-		raw := dest.CloneConfigs(m.Configs)
-		raw[KeyTopicsInclude] = joinList(removeAll(addAll(cfg.TopicsInclude, include), exclude))
-		raw[KeyTopicsExclude] = joinList(removeAll(addAll(cfg.TopicsExclude, exclude), include))
+		raw := withPatterns(m, include, exclude)
 		parsed, err := ParseMirrorConfig(raw)
 		if err != nil {
 			return nil, err
@@ -246,9 +244,7 @@ func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclud
 	}
 	cfg := m.Config
 	if len(include) > 0 || len(exclude) > 0 {
-		raw := dest.CloneConfigs(m.Configs)
-		raw[KeyTopicsInclude] = joinList(removeAll(addAll(cfg.TopicsInclude, include), exclude))
-		raw[KeyTopicsExclude] = joinList(removeAll(addAll(cfg.TopicsExclude, exclude), include))
+		raw := withPatterns(m, include, exclude)
 		parsed, err := ParseMirrorConfig(raw)
 		if err != nil {
 			return nil, err
@@ -309,9 +305,7 @@ func (c *Controller) StopTopics(ctx context.Context, name string, topics, patter
 	var recs []records.ControllerRecord
 	names := append([]string(nil), topics...)
 	if len(patterns) > 0 {
-		raw := dest.CloneConfigs(m.Configs)
-		raw[KeyTopicsInclude] = joinList(removeAll(m.Config.TopicsInclude, patterns))
-		raw[KeyTopicsExclude] = joinList(addAll(m.Config.TopicsExclude, patterns))
+		raw := withPatterns(m, nil, patterns)
 		recs = append(recs, mirrorRecord(name, raw))
 		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(patterns), KeyTopicsExclude: ""})
 		if err != nil {
@@ -533,6 +527,15 @@ func ValidatePatterns(a, b []string) error {
 		}
 	}
 	return nil
+}
+
+// withPatterns returns m's raw configs with include patterns added to its topic includes
+// and exclude patterns added to its excludes; a pattern added to one list leaves the other.
+func withPatterns(m *MirrorInfo, include, exclude []string) map[string]string {
+	raw := dest.CloneConfigs(m.Configs)
+	raw[KeyTopicsInclude] = joinList(removeAll(addAll(m.Config.TopicsInclude, include), exclude))
+	raw[KeyTopicsExclude] = joinList(removeAll(addAll(m.Config.TopicsExclude, exclude), include))
+	return raw
 }
 
 func addAll(list, add []string) []string {
