@@ -81,7 +81,14 @@ func DefaultSourceFactory(name string, cfg MirrorConfig) (fetcher.Source, Source
 		_ = src.Close()
 		return nil, nil, err
 	}
-	return src, sa, nil
+	// Share groups (Kafka 4.x) through kmsg: sarama has none of their APIs.
+	shares, err := NewKafkaShareSource(append(opts[:len(opts):len(opts)], kgo.ClientID("kmirror-"+name+"-shares"))...)
+	if err != nil {
+		_ = src.Close()
+		_ = sa.Close()
+		return nil, nil, err
+	}
+	return src, &KafkaSourceAdminWithShares{KafkaSourceAdmin: sa, Shares: shares}, nil
 }
 
 // DefaultPeerFactory builds a Peer that sends the KIP's admin RPCs to the source cluster

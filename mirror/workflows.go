@@ -150,6 +150,12 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st SourceTop
 	if err := m.checkActual(ctx, name, st.Name, statemachine.OpStart); err != nil {
 		return err
 	}
+	if _, exists := m.dest.Topic(st.Name); !exists {
+		// JR59.2: every replica placeable, or INVALID_REPLICATION_FACTOR before anything is created.
+		if err := CheckReplicationFactor(m.dest, st.Name); err != nil {
+			return err
+		}
+	}
 	if err := m.dest.CreateTopic(ctx, TopicSpec{Name: st.Name, TopicID: st.TopicID, Partitions: st.Partitions}); err != nil {
 		return asAdminError(err)
 	}

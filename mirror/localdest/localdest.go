@@ -1,8 +1,8 @@
 // Package localdest is the Destination kmirror ships: LocalDestination, on files
 // (OpenFile, the embedded default, one FileLog directory per partition under a locked
 // root) or in memory (NewMemory, for tests and simulations). It implements
-// dest.Destination and the optional dest.GroupOffsets, dest.ClientAdmin and
-// dest.ACLStore. Package mirror re-exports it as mirror.LocalDestination.
+// dest.Destination and the optional dest.GroupOffsets, dest.ClientAdmin,
+// dest.ACLStore, dest.ShareGroupOffsets and dest.ReplicaPlacement. Package mirror re-exports it as mirror.LocalDestination.
 package localdest
 
 import (
@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
@@ -43,7 +44,10 @@ type LocalDestination struct {
 	groupsMu sync.Mutex
 	groups   map[string]map[string]int64 // group -> "topic/partition" -> offset
 	aclsOnce sync.Once
-	acls     *aclStore // synced ACLs (acl.go)
+	acls     *aclStore   // synced ACLs (acl.go)
+	shares   *shareStore // share-group start offsets (share.go)
+	// replicationFactor of new topics, 0 = 1 (replication.go)
+	replicationFactor atomic.Int32
 }
 
 type fileDestMeta struct {
@@ -101,6 +105,9 @@ func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDest
 	if d.acls, err = openACLStore(root); err != nil {
 		return nil, err
 	}
+	if d.shares, err = openShareStore(root); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -119,6 +126,7 @@ func newLocalDestination(clusterID string, open func(string, int32) (fetcher.Log
 		logs:   map[dest.TopicPartition]fetcher.Log{},
 		active: map[string]bool{},
 		groups: map[string]map[string]int64{},
+		shares: &shareStore{groups: map[string]map[string]int64{}},
 	}
 }
 
@@ -148,6 +156,9 @@ func (d *LocalDestination) CreateTopic(ctx context.Context, spec dest.TopicSpec)
 		if t.TopicID == spec.TopicID.String() {
 			return admin.Errorf(admin.CodeTopicAlreadyExists, "topic id %s is already used by topic %q", spec.TopicID, name)
 		}
+	}
+	if err := dest.CheckReplicationFactor(d, spec.Name); err != nil {
+		return err // nothing created
 	}
 	d.meta.Topics[spec.Name] = &fileTopic{TopicID: spec.TopicID.String(), Partitions: spec.Partitions, Configs: dest.CloneConfigs(spec.Configs)}
 	return d.saveLocked()

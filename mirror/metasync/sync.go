@@ -37,7 +37,7 @@ var (
 // SyncError is one failure of a sync cycle, about one topic or one group.
 type SyncError struct {
 	Mirror string
-	Op     string // "discover", "topic", "create", "partitions", "configs", "group", "acls"
+	Op     string // "discover", "topic", "create", "partitions", "configs", "group", "share-group", "acls"
 	Topic  string // "" for a group error
 	Group  string // "" for a topic error
 	Err    error
@@ -65,6 +65,11 @@ type SyncStats struct {
 	OffsetsSynced    int // partition offsets committed
 	GroupsSkipped    int // groups skipped because they have active members on the destination
 	ACLsSynced       int // ACLs of the mirror on the destination after the cycle (acls.include)
+	// ShareGroupsSynced, ShareOffsetsSynced and ShareGroupsSkipped are the share-group
+	// counterparts of the three group counters (sharegroups.go).
+	ShareGroupsSynced  int
+	ShareOffsetsSynced int
+	ShareGroupsSkipped int
 	// Errors are the per-topic and per-group failures (*SyncError); they do not stop
 	// the cycle.
 	Errors []error
@@ -207,6 +212,10 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 	if err := ctx.Err(); err != nil {
 		return c.stats, err
 	}
+	c.syncShareGroups(ctx)
+	if err := ctx.Err(); err != nil {
+		return c.stats, err
+	}
 	c.syncACLs(ctx)
 	return c.stats, ctx.Err()
 }
@@ -281,6 +290,10 @@ func (c *cycle) syncTopics(ctx context.Context) {
 				continue // created with its configs (KAFKA-12254) once they can be read
 			}
 			spec := dest.TopicSpec{Name: name, TopicID: st.TopicID, Partitions: st.Partitions, Configs: synced}
+			if err := dest.CheckReplicationFactor(d, name); err != nil {
+				c.fail("create", name, "", err)
+				continue
+			}
 			if err := d.CreateTopic(ctx, spec); err != nil {
 				c.fail("create", name, "", err)
 				continue
