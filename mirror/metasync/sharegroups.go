@@ -83,3 +83,26 @@ func (c *cycle) syncShareGroup(ctx context.Context, src ShareGroupSource, d dest
 	c.stats.ShareOffsetsSynced += len(set)
 	c.log.Debug("share-group start offsets synced", "group", group, "partitions", len(set))
 }
+
+// shareGroupNames is the set of the source's share groups, which the consumer-group
+// sync leaves out (Kafka lists them among all groups, and OffsetFetch does not know
+// them). Empty when the source has no share groups or cannot list them (then the
+// consumer-group sync reports their OffsetFetch failures as usual).
+func (c *cycle) shareGroupNames(ctx context.Context) map[string]bool {
+	src, ok := c.s.cfg.Source.(ShareGroupSource)
+	if !ok {
+		return nil
+	}
+	names, err := src.ShareGroupNames(ctx)
+	if err != nil {
+		if !errors.Is(err, ErrShareGroupsUnsupported) {
+			c.log.Warn("cannot list the source's share groups", "err", err)
+		}
+		return nil
+	}
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}

@@ -23,6 +23,9 @@ var ErrShareGroupsUnsupported = errors.New("mirror: source does not support shar
 // groups (KIP-932) of the source (KafkaShareSource: ListGroups with the "share" type
 // filter, ShareGroupDescribe and DescribeShareGroupOffsets, Kafka 4.x).
 type ShareGroupSource interface {
+	// ShareGroupNames lists, sorted, every share group of the source, active or not
+	// (the consumer-group sync leaves them out: they have no committed offsets).
+	ShareGroupNames(ctx context.Context) ([]string, error)
 	// InactiveShareGroups lists, sorted, the share groups of the source that have no
 	// members (state Empty).
 	InactiveShareGroups(ctx context.Context) ([]string, error)
@@ -84,6 +87,11 @@ func (s *KafkaShareSource) InactiveShareGroups(ctx context.Context) ([]string, e
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// ShareGroupNames implements ShareGroupSource.
+func (s *KafkaShareSource) ShareGroupNames(ctx context.Context) ([]string, error) {
+	return s.listShareGroups(ctx)
 }
 
 // listShareGroups lists the share groups of every broker; a broker's failure fails the
@@ -193,6 +201,11 @@ type KafkaSourceAdminWithShares struct {
 }
 
 var _ ShareGroupSource = (*KafkaSourceAdminWithShares)(nil)
+
+// ShareGroupNames implements ShareGroupSource.
+func (a *KafkaSourceAdminWithShares) ShareGroupNames(ctx context.Context) ([]string, error) {
+	return a.Shares.ShareGroupNames(ctx)
+}
 
 // InactiveShareGroups implements ShareGroupSource.
 func (a *KafkaSourceAdminWithShares) InactiveShareGroups(ctx context.Context) ([]string, error) {

@@ -364,11 +364,12 @@ func (c *cycle) syncGroups(ctx context.Context) {
 		c.fail("group", "", "*", err)
 		return
 	}
+	shareGroups := c.shareGroupNames(ctx) // synced by syncShareGroups
 	for _, group := range groups {
 		if ctx.Err() != nil {
 			return
 		}
-		if !c.cfg.IncludesGroup(group) {
+		if !c.cfg.IncludesGroup(group) || shareGroups[group] {
 			continue
 		}
 		if g.HasActiveMembers(group) {
