@@ -1,0 +1,97 @@
+package mirror_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// TestStartRefusesUnplaceableReplicationFactor: a destination that cannot place the
+// replicas of a new mirror topic (a one-node LocalDestination whose replication factor is
+// 3) answers StartMirrorTopics with INVALID_REPLICATION_FACTOR on the wire, for that
+// topic only, and nothing is created: no destination topic, no mirror topic.
+func TestStartRefusesUnplaceableReplicationFactor(t *testing.T) {
+	s := newHandlerSite(t, map[string]int32{"orders": 2})
+	ctx := handlerCtx(t)
+	bootstrap := strings.Join(s.src.ListenAddrs(), ",")
+	create := admin.NewPtrCreateClusterMirrorRequest()
+	create.MirrorName = "m1"
+	create.Configs = []admin.CreateClusterMirrorRequestConfig{{Name: mirror.KeyBootstrapServers, Value: &bootstrap}}
+	_, err := s.client.CreateClusterMirror(ctx, create)
+	require.NoError(t, err)
+	require.NoError(t, s.dest.SetReplicationFactor(3))
+
+	start := admin.NewPtrStartMirrorTopicsRequest()
+	start.MirrorName = "m1"
+	for _, n := range []string{"orders", "nope"} {
+		tp := admin.NewStartMirrorTopicsRequestTopic()
+		tp.Name = n
+		start.Topics = append(start.Topics, tp)
+	}
+	resp, err := s.client.StartMirrorTopics(ctx, start)
+	require.NoError(t, err)
+	codes := handlerTopicCodes(resp.Topics, func(t admin.StartMirrorTopicsResponseTopic) string { return t.Name },
+		func(t admin.StartMirrorTopicsResponseTopic) int16 { return t.ErrorCode })
+	require.Equal(t, map[string]admin.Code{"orders": admin.CodeInvalidReplicationFactor, "nope": admin.CodeUnknownTopicOrPartition}, codes)
+	require.Equal(t, admin.Code(38), admin.CodeInvalidReplicationFactor, "Kafka's number")
+	for _, tr := range resp.Topics {
+		if tr.Name == "orders" {
+			require.NotNil(t, tr.ErrorMessage)
+			require.Contains(t, *tr.ErrorMessage, "3 time(s)")
+		}
+	}
+	_, exists := s.dest.Topic("orders")
+	require.False(t, exists, "no destination topic")
+	_, known := s.m.Controller().Topic("orders")
+	require.False(t, known, "no mirror topic")
+
+	// Once the destination can place the replicas the same start succeeds.
+	require.NoError(t, s.dest.SetReplicationFactor(1))
+	resp, err = s.client.StartMirrorTopics(ctx, start)
+	require.NoError(t, err)
+	codes = handlerTopicCodes(resp.Topics, func(t admin.StartMirrorTopicsResponseTopic) string { return t.Name },
+		func(t admin.StartMirrorTopicsResponseTopic) int16 { return t.ErrorCode })
+	require.Equal(t, admin.CodeNone, codes["orders"])
+	require.NoError(t, s.m.WaitForStates(ctx, "m1", []string{"orders"}, statemachine.Mirroring))
+}
+
+// TestDiscoveryRefusesUnplaceableReplicationFactor: the metadata sync does not create a
+// discovered topic's destination topic either; the cycle reports
+// INVALID_REPLICATION_FACTOR for it, and creates it once the replicas can be placed.
+func TestDiscoveryRefusesUnplaceableReplicationFactor(t *testing.T) {
+	s := newHandlerSite(t, map[string]int32{"orders": 1})
+	ctx := handlerCtx(t)
+	require.NoError(t, s.m.CreateClusterMirror(ctx, "m1", map[string]string{
+		mirror.KeyBootstrapServers: strings.Join(s.src.ListenAddrs(), ","), mirror.KeyTopicsInclude: ".*"}))
+	mc, ok := s.m.Controller().Mirror("m1")
+	require.True(t, ok)
+	sa, err := mirror.NewKafkaSourceAdmin(mc.Config)
+	require.NoError(t, err)
+	defer sa.Close()
+	syncer, err := mirror.NewSyncer(mirror.SyncConfig{Mirror: "m1", Controller: s.m.Controller(), Source: sa, Destination: s.dest})
+	require.NoError(t, err)
+	require.NoError(t, s.dest.SetReplicationFactor(2))
+
+	st, err := syncer.SyncOnce(ctx)
+	require.NoError(t, err, "per-topic failures are not cycle failures")
+	require.Len(t, st.Errors, 1)
+	var se *mirror.SyncError
+	require.ErrorAs(t, st.Errors[0], &se)
+	require.Equal(t, "create", se.Op)
+	require.Equal(t, "orders", se.Topic)
+	require.Equal(t, admin.CodeInvalidReplicationFactor, admin.CodeOf(se))
+	require.Zero(t, st.TopicsCreated)
+	_, exists := s.dest.Topic("orders")
+	require.False(t, exists)
+
+	require.NoError(t, s.dest.SetReplicationFactor(1))
+	st, err = syncer.SyncOnce(ctx)
+	require.NoError(t, err)
+	require.Empty(t, st.Errors)
+	require.Equal(t, 1, st.TopicsCreated)
+}
