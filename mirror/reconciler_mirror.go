@@ -182,7 +182,7 @@ func (mr *mirrorRuntime) syncOnce(ctx context.Context) (SyncStats, error) {
 			return SyncStats{}, err
 		}
 		s, err := NewSyncer(SyncConfig{Mirror: mr.name, Controller: mr.m.ctrl, Source: sa,
-			Destination: mr.m.dest, Logger: mr.m.log, Interval: time.Hour})
+			Destination: mr.m.dest, Logger: mr.m.log, Interval: time.Hour, Mirroring: mr.partitionMirroring})
 		if err != nil {
 			mr.mu.Unlock()
 			return SyncStats{}, err

@@ -9,7 +9,7 @@ import (
 
 // syncShareGroups copies the share-partition start offsets of the source's inactive
 // share groups that groups.include/exclude select, for partitions of healthy MIRRORING
-// topics, into a Destination that implements dest.ShareGroupOffsets: the offset is
+// topics (and actually MIRRORING when SyncConfig.Mirroring says so), into a Destination that implements dest.ShareGroupOffsets: the offset is
 // clamped to the destination log like a consumer-group offset (ClampGroupOffset: never
 // beyond the mirrored data, never before the log start), never moves a destination
 // offset backwards, and a group with active share members on the destination is
@@ -55,7 +55,7 @@ func (c *cycle) syncShareGroup(ctx context.Context, src ShareGroupSource, d dest
 	have := d.ShareStartOffsets(group)
 	set := map[dest.TopicPartition]int64{}
 	for tp, start := range starts {
-		if !c.healthy[tp.Topic] {
+		if !c.healthy[tp.Topic] || (c.s.cfg.Mirroring != nil && !c.s.cfg.Mirroring(tp.Topic, tp.Partition)) {
 			continue
 		}
 		l, err := c.s.cfg.Destination.Log(tp.Topic, tp.Partition)

@@ -144,6 +144,18 @@ func TestShareGroupSyncOnKfake(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, st.ShareOffsetsSynced)
 	require.Equal(t, int64(15), d.ShareStartOffsets("sg")[p0], "never backwards")
+
+	// A partition that is not actually MIRRORING (SyncConfig.Mirroring) is not synced.
+	fillDest(t, d, "orders", 0, 10)
+	fillDest(t, d, "orders", 1, 10)
+	shareAlter(t, cl, "sg", map[dest.TopicPartition]int64{p0: 18, p1: 12})
+	s2, err := NewSyncer(SyncConfig{Mirror: "m", Controller: ctl, Source: src, Destination: d,
+		Mirroring: func(topic string, partition int32) bool { return partition == 1 }})
+	require.NoError(t, err)
+	st, err = s2.SyncOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.ShareOffsetsSynced)
+	require.Equal(t, map[dest.TopicPartition]int64{p0: 15, p1: 12}, d.ShareStartOffsets("sg"), "p0 is not MIRRORING: kept at 15")
 }
 
 // shareJoin makes a member join share group (ShareGroupHeartbeat, epoch 0).

@@ -90,6 +90,10 @@ type SyncConfig struct {
 	Interval time.Duration
 	// Logger receives per-topic and per-group events; default: discard.
 	Logger *slog.Logger
+	// Mirroring optionally reports whether a partition is actually MIRRORING; the
+	// share-group sync skips the others (sharegroups.go). Nil: every partition of a
+	// healthy MIRRORING topic counts.
+	Mirroring func(topic string, partition int32) bool
 }
 
 // Validate checks cfg and fills in defaults.
