@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -94,4 +96,36 @@ func TestDiscoveryRefusesUnplaceableReplicationFactor(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, st.Errors)
 	require.Equal(t, 1, st.TopicsCreated)
+}
+
+// threeReplicas is a host Destination that answers ReplicaPlacement itself (factor 3, two
+// brokers live) over a LocalDestination that would create the topic.
+type threeReplicas struct{ *mirror.LocalDestination }
+
+func (threeReplicas) ReplicationFactor() int16 { return 3 }
+func (threeReplicas) PlaceableReplicas() int   { return 2 }
+
+// TestStartChecksHostReplicaPlacement: StartMirrorTopics asks the Destination's
+// ReplicaPlacement before CreateTopic, so a host Destination whose CreateTopic does not
+// check it creates nothing either.
+func TestStartChecksHostReplicaPlacement(t *testing.T) {
+	src, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	t.Cleanup(src.Close)
+	require.NoError(t, src.CreateTopic("orders", 1, nil))
+	inner := mirror.NewMemoryDestination("dst", fetcher.MemoryLogOptions{})
+	t.Cleanup(func() { _ = inner.Close() })
+	m, err := mirror.New(mirror.Config{Destination: threeReplicas{inner}, SyncInterval: -1},
+		mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil }))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := handlerCtx(t)
+	require.NoError(t, m.CreateClusterMirror(ctx, "m1", map[string]string{mirror.KeyBootstrapServers: src.ListenAddrs()[0]}))
+	res, err := m.StartMirrorTopics(ctx, "m1", []string{"orders"}, mirror.StartOptions{})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.Equal(t, admin.CodeInvalidReplicationFactor, admin.CodeOf(res[0].Err), "%v", res[0].Err)
+	require.Contains(t, res[0].Err.Error(), "can place 2 replica(s)")
+	_, exists := inner.Topic("orders")
+	require.False(t, exists)
 }
