@@ -63,3 +63,29 @@ func (m *Mirror) checkConnection(name string, configs map[string]string) error {
 	}
 	return nil
 }
+
+// The connection keys of Kafka's PEM stores and JAAS line: controller.KeySSL... and
+// controller.KeySASLJAASConfig.
+const (
+	KeySSLTruststoreType     = controller.KeySSLTruststoreType
+	KeySSLTruststoreCerts    = controller.KeySSLTruststoreCerts
+	KeySSLTruststorePassword = controller.KeySSLTruststorePassword
+	KeySSLKeystoreType       = controller.KeySSLKeystoreType
+	KeySSLKeystoreChain      = controller.KeySSLKeystoreChain
+	KeySSLKeystoreKey        = controller.KeySSLKeystoreKey
+	KeySSLKeystorePassword   = controller.KeySSLKeystorePassword
+	KeySSLKeyPassword        = controller.KeySSLKeyPassword
+	KeySASLJAASConfig        = controller.KeySASLJAASConfig
+)
+
+// The causes a *KeyError wraps: controller.Err....
+var (
+	ErrNoSeeds              = controller.ErrNoSeeds
+	ErrBadAddress           = controller.ErrBadAddress
+	ErrUnsupportedStoreType = controller.ErrUnsupportedStoreType
+	ErrUnreadableFile       = controller.ErrUnreadableFile
+	ErrNoCertificate        = controller.ErrNoCertificate
+	ErrBadKey               = controller.ErrBadKey
+	ErrMissingCredentials   = controller.ErrMissingCredentials
+	ErrUnsupportedValue     = controller.ErrUnsupportedValue
+)

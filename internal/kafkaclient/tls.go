@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 
@@ -174,6 +175,13 @@ func privateKeyDER(key string, b []byte, password string) (keyDER, error) {
 					"the key in %s is encrypted: set ssl.key.password", key)
 			}
 			der, err := decryptPKCS8(blk.Bytes, []byte(password))
+			if err == nil {
+				// Padding passes by chance with a wrong password once in ~256
+				// tries: the key must parse too.
+				if _, perr := x509.ParsePKCS8PrivateKey(der); perr != nil {
+					err = fmt.Errorf("%w: wrong password (the decrypted key does not parse)", errPKCS8)
+				}
+			}
 			if err != nil {
 				return keyDER{}, controller.NewKeyError(controller.KeySSLKeyPassword, controller.ErrBadKey, "%s: %v", key, err)
 			}
