@@ -15,8 +15,9 @@ type Connection = controller.Connection
 // KeyError is controller.KeyError: a bad config key (or Connection field), named.
 type KeyError = controller.KeyError
 
-// ConnectionFunc returns the connection of mirror name, whose persisted configs are cfg.
-// A host passes it with WithConnections when the properties form cannot say what it
+// ConnectionFunc returns the connection of mirror name, whose persisted configs are cfg;
+// its Seeds replace cfg's bootstrap.servers for dialing (bootstrap.servers stays what
+// ListClusterMirrors reports). A host passes it with WithConnections when the properties form cannot say what it
 // needs (an OAUTHBEARER token source, AWS MSK IAM, its own dialer or TLS config); it may
 // start from LoadConnection(cfg) and replace fields. It is called at
 // CreateClusterMirror (to validate) and whenever the mirror's clients are built.

@@ -26,7 +26,7 @@ import (
 // call is bounded by its context (and by socket.timeout.ms for retries). Safe for
 // concurrent use.
 type KafkaSourceAdmin struct {
-	cl *kgo.Client
+	cl *kgo.Client // built from the mirror's Connection; request sends through it
 
 	mu     sync.Mutex // guards closed
 	closed bool
