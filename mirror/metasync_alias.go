@@ -1,7 +1,7 @@
 package mirror
 
 import (
-	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/mirror/dest"
@@ -30,7 +30,7 @@ type (
 	ACLSource = metasync.ACLSource
 	// GroupLister is metasync.GroupLister: a Destination that lists its groups.
 	GroupLister = metasync.GroupLister
-	// KafkaSourceAdmin is metasync.KafkaSourceAdmin: a SourceAdmin over sarama.
+	// KafkaSourceAdmin is metasync.KafkaSourceAdmin: a SourceAdmin over franz-go (kmsg).
 	KafkaSourceAdmin = metasync.KafkaSourceAdmin
 	// LocalSourceAdmin is metasync.LocalSourceAdmin: a SourceAdmin over a Destination.
 	LocalSourceAdmin = metasync.LocalSourceAdmin
@@ -52,8 +52,6 @@ var (
 	ErrSourceAdmin = metasync.ErrSourceAdmin
 	// ErrSourceAdminClosed is metasync.ErrSourceAdminClosed.
 	ErrSourceAdminClosed = metasync.ErrSourceAdminClosed
-	// ErrSCRAM is metasync.ErrSCRAM.
-	ErrSCRAM = metasync.ErrSCRAM
 )
 
 // NewSyncer is metasync.NewSyncer.
@@ -65,19 +63,15 @@ func ClampGroupOffset(committed, logStart, logEnd int64) int64 {
 	return metasync.ClampGroupOffset(committed, logStart, logEnd)
 }
 
-// SaramaConfig is metasync.SaramaConfig: the sarama config of a mirror's source.
-func SaramaConfig(mc controller.MirrorConfig, clientID string) (*sarama.Config, error) {
-	return metasync.SaramaConfig(mc, clientID)
-}
-
 // NewKafkaSourceAdmin is metasync.NewKafkaSourceAdmin.
 func NewKafkaSourceAdmin(mc controller.MirrorConfig) (*KafkaSourceAdmin, error) {
 	return metasync.NewKafkaSourceAdmin(mc)
 }
 
-// NewKafkaSourceAdminWith is metasync.NewKafkaSourceAdminWith.
-func NewKafkaSourceAdminWith(brokers []string, cfg *sarama.Config) (*KafkaSourceAdmin, error) {
-	return metasync.NewKafkaSourceAdminWith(brokers, cfg)
+// NewKafkaSourceAdminConn is metasync.NewKafkaSourceAdminConn: the source admin over
+// the cluster reached by c.
+func NewKafkaSourceAdminConn(c Connection, mc controller.MirrorConfig, extra ...kgo.Opt) (*KafkaSourceAdmin, error) {
+	return metasync.NewKafkaSourceAdminConn(c, mc, extra...)
 }
 
 // NewLocalSourceAdmin is metasync.NewLocalSourceAdmin.

@@ -77,10 +77,10 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 		o.clock = time.Now
 	}
 	if o.sources == nil {
-		o.sources = DefaultSourceFactory
+		o.sources = SourceFactoryFor(o.conns)
 	}
 	if o.peers == nil {
-		o.peers = DefaultPeerFactory
+		o.peers = PeerFactoryFor(o.conns)
 	}
 	o.ops.defaults()
 	owned, err := openDefaultStores(&cfg)

@@ -2,16 +2,11 @@ package mirror
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
@@ -22,79 +17,77 @@ import (
 // *Mirror is the Peer of an in-process site.
 var _ Peer = (*Mirror)(nil)
 
-// KgoOptions returns the franz-go client options that reach the source cluster of cfg:
-// seed brokers, TLS and SASL (PLAIN, SCRAM-SHA-256/512), the socket receive buffer
-// (socket.receive.buffer.bytes) and the retry timeout of requests (socket.timeout.ms)
-// from the mirror configs.
-func KgoOptions(cfg MirrorConfig) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.BootstrapServers...)}
-	if cfg.RequestTimeout > 0 {
-		opts = append(opts, kgo.RequestTimeoutOverhead(cfg.RequestTimeout))
-	}
-	if cfg.SocketTimeout > 0 {
-		// A request to an unreachable source gives up after socket.timeout.ms
-		// (kgo's default is 30 s, the default of socket.timeout.ms too).
-		opts = append(opts, kgo.RetryTimeout(cfg.SocketTimeout))
-	}
-	var tc *tls.Config
-	switch cfg.SecurityProtocol {
-	case "SSL", "SASL_SSL":
-		var err error
-		if tc, err = kafkaclient.TLSConfig(cfg); err != nil {
-			return nil, err
-		}
-	}
-	opts = append(opts, kgo.Dialer(sourceDialer(tc, cfg.SocketReceiveBufferBytes)))
-	switch cfg.SecurityProtocol {
-	case "SASL_PLAINTEXT", "SASL_SSL":
-		switch cfg.SASLMechanism {
-		case "PLAIN", "":
-			opts = append(opts, kgo.SASL(plain.Auth{User: cfg.SASLUsername, Pass: cfg.SASLPassword}.AsMechanism()))
-		case "SCRAM-SHA-256":
-			opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASLUsername, Pass: cfg.SASLPassword}.AsSha256Mechanism()))
-		case "SCRAM-SHA-512":
-			opts = append(opts, kgo.SASL(scram.Auth{User: cfg.SASLUsername, Pass: cfg.SASLPassword}.AsSha512Mechanism()))
-		default:
-			return nil, fmt.Errorf("%w: unsupported sasl.mechanism %q", ErrInvalidConfig, cfg.SASLMechanism)
-		}
-	}
-	return opts, nil
+// KgoOptions returns the franz-go client options that reach the source cluster of cfg's
+// properties (LoadConnection, then kafkaclient.KgoOptions): seed brokers, TLS and SASL
+// (PLAIN, SCRAM-SHA-256/512), the socket receive buffer (socket.receive.buffer.bytes)
+// and the retry timeout of requests (socket.timeout.ms).
+func KgoOptions(cfg MirrorConfig) ([]kgo.Opt, error) { return kafkaclient.ConfigOptions(cfg) }
+
+// ConnectionKgoOptions returns the franz-go client options that reach the cluster of c,
+// with the timeouts and receive buffer of cfg.
+func ConnectionKgoOptions(c Connection, cfg MirrorConfig) ([]kgo.Opt, error) {
+	return kafkaclient.KgoOptions(c, cfg)
 }
 
 // DefaultSourceFactory builds a fetcher.KafkaSource (read_uncommitted, fetch tuning from
-// the mirror configs) and a KafkaSourceAdmin for the source cluster of cfg.
+// the mirror configs) and a KafkaSourceAdmin for the source cluster of cfg's properties
+// (LoadConnection). It is SourceFactoryFor(nil).
 func DefaultSourceFactory(name string, cfg MirrorConfig) (fetcher.Source, SourceAdmin, error) {
-	opts, err := KgoOptions(cfg)
-	if err != nil {
-		return nil, nil, err
+	return SourceFactoryFor(nil)(name, cfg)
+}
+
+// SourceFactoryFor returns the default source factory over conns (nil: the properties
+// form): the fetch source and the source admin of a mirror share its Connection.
+func SourceFactoryFor(conns ConnectionFunc) SourceFactory {
+	return func(name string, cfg MirrorConfig) (fetcher.Source, SourceAdmin, error) {
+		c, err := resolveConnection(conns, name, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts, err := kafkaclient.KgoOptions(c, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, kgo.ClientID("kmirror-"+name))
+		src, err := fetcher.NewKafkaSource(fetcher.KafkaSourceConfig{
+			SeedBrokers: c.Seeds, ClientOptions: opts, IsolationLevel: fetcher.ReadUncommitted,
+			MaxWait: cfg.FetchMaxWait, MinBytes: cfg.FetchMinBytes, MaxBytes: cfg.FetchResponseMaxBytes,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		sa, err := NewKafkaSourceAdminConn(c, cfg)
+		if err != nil {
+			_ = src.Close()
+			return nil, nil, err
+		}
+		// Share groups (Kafka 4.x) through kmsg, over the same connection.
+		shares, err := NewKafkaShareSource(append(opts[:len(opts):len(opts)], kgo.ClientID("kmirror-"+name+"-shares"))...)
+		if err != nil {
+			_ = src.Close()
+			_ = sa.Close()
+			return nil, nil, err
+		}
+		return src, &KafkaSourceAdminWithShares{KafkaSourceAdmin: sa, Shares: shares}, nil
 	}
-	opts = append(opts, kgo.ClientID("kmirror-"+name))
-	src, err := fetcher.NewKafkaSource(fetcher.KafkaSourceConfig{
-		SeedBrokers: cfg.BootstrapServers, ClientOptions: opts, IsolationLevel: fetcher.ReadUncommitted,
-		MaxWait: cfg.FetchMaxWait, MinBytes: cfg.FetchMinBytes, MaxBytes: cfg.FetchResponseMaxBytes,
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	sa, err := NewKafkaSourceAdmin(cfg)
-	if err != nil {
-		_ = src.Close()
-		return nil, nil, err
-	}
-	// Share groups (Kafka 4.x) through kmsg: sarama has none of their APIs.
-	shares, err := NewKafkaShareSource(append(opts[:len(opts):len(opts)], kgo.ClientID("kmirror-"+name+"-shares"))...)
-	if err != nil {
-		_ = src.Close()
-		_ = sa.Close()
-		return nil, nil, err
-	}
-	return src, &KafkaSourceAdminWithShares{KafkaSourceAdmin: sa, Shares: shares}, nil
 }
 
 // DefaultPeerFactory builds a Peer that sends the KIP's admin RPCs to the source cluster
-// of cfg (NewKafkaPeer).
+// of cfg's properties (NewKafkaPeer). It is PeerFactoryFor(nil).
 func DefaultPeerFactory(name string, cfg MirrorConfig) (Peer, error) {
-	return NewKafkaPeer(cfg, kgo.ClientID("kmirror-peer-"+name))
+	return PeerFactoryFor(nil)(name, cfg)
+}
+
+// PeerFactoryFor returns the default peer factory over conns (nil: the properties
+// form): an AdminPeer over the mirror's Connection.
+func PeerFactoryFor(conns ConnectionFunc) PeerFactory {
+	return func(name string, cfg MirrorConfig) (Peer, error) {
+		c, err := resolveConnection(conns, name, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return NewKafkaPeerConn(c, cfg, kgo.ClientID("kmirror-peer-"+name))
+	}
 }
 
 // AdminPeer is a Peer over an admin.Client: ListClusterMirrors and
@@ -113,9 +106,19 @@ type AdminPeer struct {
 func NewAdminPeer(cl *admin.Client) *AdminPeer { return &AdminPeer{cl: cl} }
 
 // NewKafkaPeer connects a kgo client (with admin.ClientOpts) to the source cluster of
-// cfg; Close closes it.
+// cfg's properties (LoadConnection); Close closes it.
 func NewKafkaPeer(cfg MirrorConfig, extra ...kgo.Opt) (*AdminPeer, error) {
-	opts, err := KgoOptions(cfg)
+	c, err := LoadConnection(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewKafkaPeerConn(c, cfg, extra...)
+}
+
+// NewKafkaPeerConn connects a kgo client (with admin.ClientOpts) to the cluster of c,
+// with the timeouts of cfg; Close closes it.
+func NewKafkaPeerConn(c Connection, cfg MirrorConfig, extra ...kgo.Opt) (*AdminPeer, error) {
+	opts, err := kafkaclient.KgoOptions(c, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -224,38 +227,4 @@ func (p *AdminPeer) DescribeClusterMirrors(ctx context.Context, names []string, 
 		out = append(out, d)
 	}
 	return out, errors.Join(errs...)
-}
-
-// sourceDialer dials a source broker: TCP with a 10 s timeout, the receive buffer set
-// to rcvBuf bytes (-1 or 0 keeps the system default), then TLS when tc is not nil (the
-// server name taken from the address when tc names none).
-func sourceDialer(tc *tls.Config, rcvBuf int) func(ctx context.Context, network, host string) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 10 * time.Second}
-	return func(ctx context.Context, network, host string) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, network, host)
-		if err != nil {
-			return nil, err
-		}
-		if tcp, ok := conn.(*net.TCPConn); ok && rcvBuf > 0 {
-			if err := tcp.SetReadBuffer(rcvBuf); err != nil {
-				_ = conn.Close()
-				return nil, fmt.Errorf("mirror: socket.receive.buffer.bytes=%d: %w", rcvBuf, err)
-			}
-		}
-		if tc == nil {
-			return conn, nil
-		}
-		c := tc.Clone()
-		if c.ServerName == "" {
-			if h, _, err := net.SplitHostPort(host); err == nil {
-				c.ServerName = h
-			}
-		}
-		tlsConn := tls.Client(conn, c)
-		if err := tlsConn.HandshakeContext(ctx); err != nil {
-			_ = conn.Close()
-			return nil, err
-		}
-		return tlsConn, nil
-	}
 }

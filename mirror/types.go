@@ -157,6 +157,7 @@ type options struct {
 	logger   *slog.Logger
 	sources  SourceFactory
 	peers    PeerFactory
+	conns    ConnectionFunc // connection.go
 	clock    func() time.Time
 	events   func(StateChange)
 	retry    RetryConfig

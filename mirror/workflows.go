@@ -24,6 +24,9 @@ func (m *Mirror) CreateClusterMirror(ctx context.Context, name string, configs m
 	if m.isClosed() {
 		return ErrClosed
 	}
+	if err := m.checkConnection(name, configs); err != nil {
+		return err
+	}
 	if err := m.ctrl.CreateMirror(ctx, name, configs); err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ var knownKeys = map[string]configKey{
 	KeySocketTimeoutMs:          {"30000", validateInt(1)},
 	KeySocketReceiveBufferBytes: {"65536", validateIntOrMinusOne},
 	KeySecurityProtocol:         {"PLAINTEXT", validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
-	KeySASLMechanism:            {"PLAIN", validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")},
+	KeySASLMechanism:            {"PLAIN", validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")},
 	KeySASLUsername:             {"", nil},
 	KeySASLPassword:             {"", nil},
 	KeySSLCAFile:                {"", nil},
@@ -98,6 +98,18 @@ var knownKeys = map[string]configKey{
 	KeyFetchMaxBytes:            {"1048576", validateInt(1)},
 	KeyUncleanLeaderElection:    {"false", validateOneOf("true", "false")},
 	KeyStopOpenTransactions:     {"abort", validateOneOf("abort", "truncate")},
+	// The connection keys of config_conn.go: their values are checked when the
+	// connection is loaded (kafkaclient.Load, at CreateClusterMirror), where files
+	// are read too, so that a stored mirror always replays.
+	KeySSLTruststoreType:     {"PEM", nil},
+	KeySSLTruststoreCerts:    {"", nil},
+	KeySSLTruststorePassword: {"", nil},
+	KeySSLKeystoreType:       {"PEM", nil},
+	KeySSLKeystoreChain:      {"", nil},
+	KeySSLKeystoreKey:        {"", nil},
+	KeySSLKeystorePassword:   {"", nil},
+	KeySSLKeyPassword:        {"", nil},
+	KeySASLJAASConfig:        {"", nil},
 }
 
 // MirrorConfig is the parsed, validated configuration of one cluster mirror.
@@ -116,6 +128,20 @@ type MirrorConfig struct {
 	TLSCertFile            string
 	TLSKeyFile             string
 	TLSVerifyHostname      bool
+	// TLS material in Kafka's other spellings (config_conn.go): the store types,
+	// inline PEM and the key password; the store passwords are kept only to be
+	// refused with a PEM store.
+	TLSTruststoreType     string
+	TLSTruststoreCerts    string
+	TLSTruststorePassword string
+	TLSKeystoreType       string
+	TLSKeystoreChain      string
+	TLSKeystoreKey        string
+	TLSKeystorePassword   string
+	TLSKeyPassword        string
+	// SASLJAASConfig is sasl.jaas.config (username and password of a Plain or Scram
+	// login module).
+	SASLJAASConfig         string
 	RequestTimeout         time.Duration
 	FetchMaxWait           time.Duration
 	FetchBackoff           time.Duration
@@ -143,6 +169,7 @@ type MirrorConfig struct {
 // reported, not only the first, as an INVALID_CONFIG error.
 func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 	raw, problems := canonicalConfigs(raw)
+	var keyErrs []error
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
 		keys = append(keys, k)
@@ -157,6 +184,7 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		if ck.validate != nil {
 			if err := ck.validate(raw[k]); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", k, err))
+				keyErrs = append(keyErrs, &KeyError{Key: k, Err: err})
 			}
 		}
 	}
@@ -168,9 +196,10 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 	}
 	if strings.TrimSpace(get(KeyBootstrapServers)) == "" {
 		problems = append(problems, KeyBootstrapServers+" is required")
+		keyErrs = append(keyErrs, NewKeyError(KeyBootstrapServers, ErrNoSeeds, "required"))
 	}
 	if len(problems) > 0 {
-		return MirrorConfig{}, invalidConfig(problems)
+		return MirrorConfig{}, invalidConfig(problems, keyErrs...)
 	}
 	c := MirrorConfig{
 		BootstrapServers:         splitList(get(KeyBootstrapServers)),
@@ -187,6 +216,15 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		TLSCertFile:              get(KeySSLCertFile),
 		TLSKeyFile:               get(KeySSLKeyFile),
 		TLSVerifyHostname:        get(KeySSLEndpointIdent) == "https",
+		TLSTruststoreType:        get(KeySSLTruststoreType),
+		TLSTruststoreCerts:       get(KeySSLTruststoreCerts),
+		TLSTruststorePassword:    get(KeySSLTruststorePassword),
+		TLSKeystoreType:          get(KeySSLKeystoreType),
+		TLSKeystoreChain:         get(KeySSLKeystoreChain),
+		TLSKeystoreKey:           get(KeySSLKeystoreKey),
+		TLSKeystorePassword:      get(KeySSLKeystorePassword),
+		TLSKeyPassword:           get(KeySSLKeyPassword),
+		SASLJAASConfig:           get(KeySASLJAASConfig),
 		RequestTimeout:           ms(get(KeyRequestTimeoutMs)),
 		FetchMaxWait:             ms(get(KeyFetchWaitMaxMs)),
 		FetchBackoff:             ms(get(KeyFetchBackoffMs)),
@@ -265,10 +303,10 @@ func validateBootstrap(v string) error {
 	for _, hp := range splitList(v) {
 		i := strings.LastIndexByte(hp, ':')
 		if i <= 0 || i == len(hp)-1 {
-			return fmt.Errorf("%q is not host:port", hp)
+			return fmt.Errorf("%w: %q", ErrBadAddress, hp)
 		}
 		if p, err := strconv.Atoi(hp[i+1:]); err != nil || p <= 0 || p > 65535 {
-			return fmt.Errorf("%q has an invalid port", hp)
+			return fmt.Errorf("%w: %q has an invalid port", ErrBadAddress, hp)
 		}
 	}
 	return nil
@@ -281,7 +319,7 @@ func validateOneOf(allowed ...string) func(string) error {
 				return nil
 			}
 		}
-		return fmt.Errorf("%q is not one of %q", v, allowed)
+		return fmt.Errorf("%w: %q is not one of %q", ErrUnsupportedValue, v, allowed)
 	}
 }
 

@@ -72,6 +72,24 @@ func canonicalConfigs(raw map[string]string) (map[string]string, []string) {
 	return out, problems
 }
 
-func invalidConfig(problems []string) error {
-	return admin.NewError(admin.CodeInvalidConfig, "mirror config: "+strings.Join(problems, "; "))
+// invalidConfig is the INVALID_CONFIG error of problems; keyErrs, the *KeyError of
+// each bad key, are wrapped too, so that a caller decides on errors.As, not on text.
+func invalidConfig(problems []string, keyErrs ...error) error {
+	ae := admin.NewError(admin.CodeInvalidConfig, "mirror config: "+strings.Join(problems, "; "))
+	if len(keyErrs) == 0 {
+		return ae
+	}
+	return &configError{ae: ae, keys: keyErrs}
 }
+
+// configError is an INVALID_CONFIG *admin.Error with the *KeyError of each bad key.
+type configError struct {
+	ae   *admin.Error
+	keys []error
+}
+
+// Error implements error: the text of the admin error.
+func (e *configError) Error() string { return e.ae.Error() }
+
+// Unwrap returns the admin error, then the key errors.
+func (e *configError) Unwrap() []error { return append([]error{e.ae}, e.keys...) }
