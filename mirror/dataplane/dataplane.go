@@ -220,13 +220,27 @@ var apis = []api{
 	{kmsg.DescribeTransactions, 0, 0, (*DataPlane).describeTransactions},
 	{kmsg.ListTransactions, 0, 1, (*DataPlane).listTransactions},
 	{kmsg.OffsetForLeaderEpoch, 2, 4, (*DataPlane).offsetForLeaderEpoch},
+	{kmsg.CreatePartitions, 0, 3, (*DataPlane).createPartitions},
+	{kmsg.DeleteTopics, 0, 6, (*DataPlane).deleteTopics},
+	{kmsg.DeleteRecords, 0, 2, (*DataPlane).deleteRecords},
 }
 
-// APIs returns the keys the data plane serves, for admin.ServerConfig.Extra.
+// served reports whether the data plane serves a: CreatePartitions,
+// DeleteTopics and DeleteRecords need a Destination implementing
+// mirror.ClientAdmin.
+func (dp *DataPlane) served(a api) bool {
+	return !clientAdminKeys[a.key] || dp.clientAdmin() != nil
+}
+
+// APIs returns the keys the data plane serves, for admin.ServerConfig.Extra
+// (and so ApiVersions).
 func (dp *DataPlane) APIs() []admin.ExtraAPI {
 	out := make([]admin.ExtraAPI, 0, len(apis))
 	for _, a := range apis {
 		a := a
+		if !dp.served(a) {
+			continue
+		}
 		out = append(out, admin.ExtraAPI{Key: int16(a.key), MinVersion: a.min, MaxVersion: a.max,
 			Serve: func(ctx context.Context, _ *admin.RequestContext, req kmsg.Request) (kmsg.Response, error) {
 				return a.serve(dp, ctx, req)
@@ -239,7 +253,7 @@ func (dp *DataPlane) APIs() []admin.ExtraAPI {
 // that carry requests by other means.
 func (dp *DataPlane) Serve(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	for _, a := range apis {
-		if int16(a.key) == req.Key() {
+		if int16(a.key) == req.Key() && dp.served(a) {
 			if v := req.GetVersion(); v < a.min || v > a.max {
 				return nil, fmt.Errorf("dataplane: key %d version %d not served", req.Key(), v)
 			}
