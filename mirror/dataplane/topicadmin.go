@@ -19,8 +19,8 @@ const (
 	codeInvalidReplicaAssignment int16 = 39
 )
 
-// MaxPartitions bounds the partition count CreatePartitions may grow a topic
-// to: every partition is a log (a directory on a file destination), so a
+// MaxPartitions bounds the partition count of a topic CreateTopics makes or
+// CreatePartitions grows: every partition is a log (a directory on a file destination), so a
 // hostile count is refused with INVALID_PARTITIONS before anything is made.
 const MaxPartitions = 10000
 

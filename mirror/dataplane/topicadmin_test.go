@@ -270,3 +270,18 @@ func TestTopicAdminKeysAdvertised(t *testing.T) {
 	require.Equal(t, [2]int16{0, 6}, got[int16(kmsg.DeleteTopics)])
 	require.Equal(t, [2]int16{0, 2}, got[int16(kmsg.DeleteRecords)])
 }
+
+// TestCreateTopicsPartitionCap: a hostile partition count creates nothing.
+func TestCreateTopicsPartitionCap(t *testing.T) {
+	s, _ := guardSite(t)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "huge", 1<<30, -1
+	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	resp, err := s.dp.Serve(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, codeInvalidPartitions, resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+	_, ok := s.dst.Topic("huge")
+	require.False(t, ok)
+}
