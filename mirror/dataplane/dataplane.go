@@ -271,7 +271,9 @@ func (dp *DataPlane) APIs() []admin.ExtraAPI {
 }
 
 // Serve answers one decoded request (any key of APIs), for hosts and tests
-// that carry requests by other means.
+// that carry requests by other means. With Config.EnforceACLs it is
+// authorized as User:ANONYMOUS from an unknown host unless ctx carries an
+// admin.RequestContext.
 func (dp *DataPlane) Serve(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	for _, a := range apis {
 		if int16(a.key) == req.Key() && dp.served(a) {
