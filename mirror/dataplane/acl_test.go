@@ -1,10 +1,12 @@
 package dataplane
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 )
 
@@ -114,5 +116,46 @@ func TestDecideAnyResource(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.allowed, DecideAnyResource(tc.acls, tc.policy, Action{Principal: alice, Operation: OpWrite, ResourceType: ResourceTopic}))
 		})
+	}
+}
+
+// BenchmarkDecide: one decision against 1000 bindings (the linear scan a
+// request pays per resource with EnforceACLs).
+func BenchmarkDecide(b *testing.B) {
+	acls := make([]mirror.ACL, 0, 1000)
+	for i := 0; i < 1000; i++ {
+		acls = append(acls, acl(ResourceTopic, "L", fmt.Sprintf("topic-%d", i), "User:alice", "*", OpRead, PermissionAllow))
+	}
+	a := Action{Principal: "User:alice", Host: "127.0.0.1", Operation: OpRead, ResourceType: ResourceTopic, Name: "topic-999"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Decide(acls, ACLPolicy{}, a).Allowed {
+			b.Fatal("denied")
+		}
+	}
+}
+
+// BenchmarkACLSnapshot: what a request pays with EnforceACLs to read 1000
+// bindings from a LocalDestination before deciding.
+func BenchmarkACLSnapshot(b *testing.B) {
+	dst := mirror.NewMemoryDestination("c", fetcher.MemoryLogOptions{})
+	defer dst.Close()
+	acls := make([]mirror.ACL, 0, 1000)
+	for i := 0; i < 1000; i++ {
+		acls = append(acls, acl(ResourceTopic, "L", fmt.Sprintf("topic-%d", i), "User:alice", "*", OpRead, PermissionAllow))
+	}
+	if err := dst.ReplaceMirrorACLs("m", acls); err != nil {
+		b.Fatal(err)
+	}
+	dp, err := New(Config{Destination: dst, AdvertisedHost: "h", AdvertisedPort: 1, EnforceACLs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dp.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(dp.authzFor(b.Context()).acls) != 1000 {
+			b.Fatal("lost bindings")
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -52,11 +53,44 @@ func (z *authz) allowedAny(op, resourceType string) bool {
 	return DecideAnyResource(z.acls, z.policy, Action{Principal: z.principal, Host: z.host, Operation: op, ResourceType: resourceType})
 }
 
+// ACLGenerationer is optionally implemented by a Destination's ACL store
+// (mirror.LocalDestination does): ACLGeneration changes whenever the set
+// ACLs returns may have changed. With it the data plane re-reads the ACLs
+// only after a change; without it, on every request.
+type ACLGenerationer interface {
+	ACLGeneration() uint64
+}
+
+// aclCache is the last ACL snapshot read and the generation it was read at.
+type aclCache struct {
+	mu    sync.Mutex
+	valid bool
+	gen   uint64
+	acls  []mirror.ACL // shared read-only by the requests using it
+}
+
+// acls returns the ACLs of the store, from the cache when the store's
+// generation has not moved.
+func (dp *DataPlane) acls() []mirror.ACL {
+	g, ok := dp.aclStore.(ACLGenerationer)
+	if !ok {
+		return dp.aclStore.ACLs()
+	}
+	gen := g.ACLGeneration() // before reading: a change meanwhile moves it again
+	c := &dp.aclCache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.valid || c.gen != gen {
+		c.acls, c.gen, c.valid = dp.aclStore.ACLs(), gen, true
+	}
+	return c.acls
+}
+
 // authzFor builds the view of the request served under ctx: the principal
 // and address of its connection (admin.RequestContextFrom), or
 // AnonymousPrincipal from an unknown host for a request given to Serve.
 func (dp *DataPlane) authzFor(ctx context.Context) *authz {
-	z := &authz{acls: dp.aclStore.ACLs(), policy: dp.cfg.ACLPolicy, principal: AnonymousPrincipal}
+	z := &authz{acls: dp.acls(), policy: dp.cfg.ACLPolicy, principal: AnonymousPrincipal}
 	if rc, ok := admin.RequestContextFrom(ctx); ok {
 		if rc.Principal != "" {
 			z.principal = rc.Principal

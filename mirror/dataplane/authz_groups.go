@@ -95,18 +95,21 @@ func authzOffsetFetch(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg
 	}
 	resp := out.(*kmsg.OffsetFetchResponse)
 	if r.Version >= 8 {
+		all := map[string]bool{} // groups asked for all their topics
+		for _, g := range r.Groups {
+			all[g.Group] = g.Topics == nil
+		}
 		for i := range resp.Groups {
 			g := &resp.Groups[i]
 			if !z.allowed(OpDescribe, ResourceGroup, g.Group) {
 				g.ErrorCode, g.Topics = codeGroupAuthorizationFailed, nil
 				continue
 			}
-			all := i < len(r.Groups) && r.Groups[i].Topics == nil
 			kept := g.Topics[:0]
 			for _, t := range g.Topics {
 				switch {
 				case z.allowed(OpDescribe, ResourceTopic, t.Topic):
-				case all:
+				case all[g.Group]:
 					continue
 				default:
 					for j := range t.Partitions {

@@ -127,6 +127,7 @@ type DataPlane struct {
 	parts   map[mirror.TopicPartition]*partProducers
 
 	aclStore  mirror.ACLStore // nil unless Config.EnforceACLs
+	aclCache  aclCache
 	coord     *coordinator
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
