@@ -288,7 +288,7 @@ func (d *daemon) listen(o *options) error {
 		return fmt.Errorf("kmirrord: data plane: %w", err)
 	}
 	d.dp = dp
-	extra := append(dp.APIs(), describeConfigsAPI(d.dest))
+	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	srv, err := admin.NewServer(admin.ServerConfig{
 		Handler: mirror.NewAdminHandler(d.m),
 		Extra:   extra,

@@ -217,17 +217,19 @@ func TestMetricsEndpoint(t *testing.T) {
 	require.Equal(t, exitUsage, code, out)
 }
 
-// TestEnforceACLsFlag: without -enforce-acls a client may create a topic;
-// with it and no ACL synced, CreateTopics is TOPIC_AUTHORIZATION_FAILED; a
-// -super-users principal (every plaintext client is User:ANONYMOUS) may.
+// TestEnforceACLsFlag: without -enforce-acls a client may create a topic and
+// describe the broker's configs; with it and no ACL synced, CreateTopics is
+// TOPIC_AUTHORIZATION_FAILED and DescribeConfigs of the broker
+// CLUSTER_AUTHORIZATION_FAILED; a -super-users principal (every plaintext
+// client is User:ANONYMOUS) may do both.
 func TestEnforceACLsFlag(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		code int16
+		args           []string
+		code, brokerDC int16
 	}{
-		{nil, 0},
-		{[]string{"-enforce-acls"}, int16(admin.CodeTopicAuthorizationFailed)},
-		{[]string{"-enforce-acls", "-super-users", "User:admin, User:ANONYMOUS"}, 0},
+		{nil, 0, 0},
+		{[]string{"-enforce-acls"}, int16(admin.CodeTopicAuthorizationFailed), int16(admin.CodeClusterAuthorizationFailed)},
+		{[]string{"-enforce-acls", "-super-users", "User:admin, User:ANONYMOUS"}, 0, 0},
 	} {
 		d := startRun(t, append([]string{"-listen", "127.0.0.1:0", "-data", filepath.Join(t.TempDir(), "site")}, tc.args...)...)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(d.addr))
@@ -238,10 +240,17 @@ func TestEnforceACLsFlag(t *testing.T) {
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, 1
 		ct.Topics = []kmsg.CreateTopicsRequestTopic{rt}
 		resp, err := cl.Request(ctx, ct)
+		require.NoError(t, err)
+		require.Equal(t, tc.code, resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode, "%v", tc.args)
+		dc := kmsg.NewPtrDescribeConfigsRequest()
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "0"
+		dc.Resources = []kmsg.DescribeConfigsRequestResource{rr}
+		dresp, err := cl.Request(ctx, dc)
 		cancel()
 		cl.Close()
 		require.NoError(t, err)
-		require.Equal(t, tc.code, resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode, "%v", tc.args)
+		require.Equal(t, tc.brokerDC, dresp.(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode, "%v", tc.args)
 		d.stop(t)
 	}
 }

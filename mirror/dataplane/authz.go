@@ -147,3 +147,15 @@ func (dp *DataPlane) call(ctx context.Context, a api, req kmsg.Request) (kmsg.Re
 	}
 	return rule(dp, dp.authzFor(ctx), req, func(r kmsg.Request) (kmsg.Response, error) { return a.serve(dp, ctx, r) })
 }
+
+// Allowed reports whether the principal of the request served under ctx
+// may perform op (OpRead, ...) on the resource (ResourceTopic, ...), with
+// the same decision the data plane's own keys use; always true without
+// Config.EnforceACLs. Hosts serving further keys next to the data plane
+// (kmirrord's DescribeConfigs) authorize with it.
+func (dp *DataPlane) Allowed(ctx context.Context, op, resourceType, name string) bool {
+	if dp.aclStore == nil {
+		return true
+	}
+	return dp.authzFor(ctx).allowed(op, resourceType, name)
+}

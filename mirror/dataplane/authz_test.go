@@ -336,3 +336,14 @@ func TestAuthorizationErrorsAreKafkas(t *testing.T) {
 		require.True(t, errors.Is(kerr.ErrorForCode(code), want), "code %d", code)
 	}
 }
+
+// TestAllowed: the host-facing check answers like the data plane's keys,
+// and allows everything without EnforceACLs.
+func TestAllowed(t *testing.T) {
+	open := startSite(t, Config{})
+	require.True(t, open.dp.Allowed(t.Context(), OpDescribeConfigs, ResourceTopic, "x"))
+	s := aclSite(t)
+	require.False(t, s.dp.Allowed(t.Context(), OpDescribeConfigs, ResourceTopic, "orders"))
+	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceTopic, "L", "orders", OpAlterConfigs)}))
+	require.True(t, s.dp.Allowed(t.Context(), OpDescribeConfigs, ResourceTopic, "orders"), "ALTER_CONFIGS implies DESCRIBE_CONFIGS")
+}
