@@ -8,6 +8,7 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/dataplane"
 )
 
 // describeConfigsAPI serves DescribeConfigs (v0-v4) next to the data plane:
@@ -15,19 +16,34 @@ import (
 // reported as a topic-level, DYNAMIC_TOPIC_CONFIG value, which is what a
 // mirror's metadata sync of this site copies); a broker resource has no
 // dynamic configs; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and any
-// other resource type INVALID_REQUEST.
-func describeConfigsAPI(dest mirror.Destination) admin.ExtraAPI {
+// other resource type INVALID_REQUEST. With -enforce-acls it needs
+// DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a
+// broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka does.
+func describeConfigsAPI(dest mirror.Destination, dp *dataplane.DataPlane) admin.ExtraAPI {
 	return admin.ExtraAPI{Key: int16(kmsg.DescribeConfigs), MinVersion: 0, MaxVersion: 4,
-		Serve: func(_ context.Context, _ *admin.RequestContext, req kmsg.Request) (kmsg.Response, error) {
-			return describeConfigs(dest, req.(*kmsg.DescribeConfigsRequest)), nil
+		Serve: func(ctx context.Context, _ *admin.RequestContext, req kmsg.Request) (kmsg.Response, error) {
+			allowed := func(resourceType, name string) bool {
+				return dp.Allowed(ctx, dataplane.OpDescribeConfigs, resourceType, name)
+			}
+			return describeConfigs(dest, allowed, req.(*kmsg.DescribeConfigsRequest)), nil
 		}}
 }
 
-func describeConfigs(dest mirror.Destination, req *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
+func describeConfigs(dest mirror.Destination, allowed func(resourceType, name string) bool, req *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range req.Resources {
 		out := kmsg.NewDescribeConfigsResponseResource()
 		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+		switch {
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic && !allowed(dataplane.ResourceTopic, rr.ResourceName):
+			out.ErrorCode, out.ErrorMessage = int16(admin.CodeTopicAuthorizationFailed), kmsg.StringPtr("not authorized: DESCRIBE_CONFIGS on TOPIC "+rr.ResourceName)
+			resp.Resources = append(resp.Resources, out)
+			continue
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker && !allowed(dataplane.ResourceCluster, dataplane.ClusterName):
+			out.ErrorCode, out.ErrorMessage = int16(admin.CodeClusterAuthorizationFailed), kmsg.StringPtr("not authorized: DESCRIBE_CONFIGS on CLUSTER")
+			resp.Resources = append(resp.Resources, out)
+			continue
+		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			spec, ok := dest.Topic(rr.ResourceName)

@@ -18,6 +18,12 @@
 //   - -cluster-id ID: the site's cluster id. Used on first start (a random id
 //     when empty) and stored in DIR/kmirrord-cluster-id; a later start with
 //     another ID is refused.
+//   - -enforce-acls: the data plane checks every request against the ACLs
+//     the mirrors synced to this site (acls.include), with Kafka's semantics
+//     and error codes (dataplane.Config.EnforceACLs). Off by default: every
+//     client may do everything, as on a broker without an authorizer. The
+//     listener is plaintext without SASL, so every client is User:ANONYMOUS.
+//   - -super-users P1,P2: principals allowed everything with -enforce-acls.
 //   - -sync-interval, -log-level, -log-format, -cpuprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama

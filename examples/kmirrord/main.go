@@ -49,6 +49,8 @@ type options struct {
 	logFormat    string
 	cpuProfile   string
 	metrics      string // host:port of the Prometheus /metrics endpoint, "" for none
+	enforceACLs  bool
+	superUsers   []string
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -115,6 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
+	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "make the data plane enforce the ACLs the mirrors synced to this site (principal: User:ANONYMOUS, no SASL)")
+	superUsers := fs.String("super-users", "", "comma-separated `principals` (User:admin) allowed everything with -enforce-acls")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics (kmirror_*) on `host:port` at /metrics (default: off)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kmirrord -listen HOST:PORT -data DIR [-cluster-id ID] [flags]\n\nFlags:\n")
@@ -156,6 +160,18 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.metrics != "" {
 		if _, _, err := splitHostPort(o.metrics, true); err != nil {
 			return nil, usagef("-metrics: %v", err)
+		}
+	}
+	if *superUsers != "" {
+		if !o.enforceACLs {
+			return nil, usagef("-super-users needs -enforce-acls")
+		}
+		for _, p := range strings.Split(*superUsers, ",") {
+			p = strings.TrimSpace(p)
+			if kind, name, ok := strings.Cut(p, ":"); !ok || kind == "" || name == "" {
+				return nil, usagef("-super-users: %q is not a principal TYPE:NAME (User:admin)", p)
+			}
+			o.superUsers = append(o.superUsers, p)
 		}
 	}
 	if o.clusterID != "" {
@@ -265,13 +281,14 @@ func (d *daemon) listen(o *options) error {
 		_ = ln.Close()
 		return err
 	}
-	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port)})
+	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port),
+		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers}})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: data plane: %w", err)
 	}
 	d.dp = dp
-	extra := append(dp.APIs(), describeConfigsAPI(d.dest))
+	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	srv, err := admin.NewServer(admin.ServerConfig{
 		Handler: mirror.NewAdminHandler(d.m),
 		Extra:   extra,
@@ -284,7 +301,7 @@ func (d *daemon) listen(o *options) error {
 	d.srv, d.ln = srv, ln
 	go func() { d.done <- srv.Serve(ln) }()
 	d.log.Info("kmirrord listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)),
-		"data", o.data, "cluster_id", d.dest.ClusterID())
+		"data", o.data, "cluster_id", d.dest.ClusterID(), "enforce_acls", o.enforceACLs)
 	return nil
 }
 

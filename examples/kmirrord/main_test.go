@@ -91,6 +91,9 @@ func TestBadFlags(t *testing.T) {
 		{"-listen", "127.0.0.1:0", "-data", dir, "-cluster-id", "has space"},
 		{"-listen", "127.0.0.1:0", "-data", dir, "-log-level", "loud"},
 		{"-listen", "127.0.0.1:0", "-data", dir, "extra"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-super-users", "User:admin"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-enforce-acls", "-super-users", "admin"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-enforce-acls", "-super-users", "User:a,,User:b"},
 	} {
 		code, out := runOnce(args...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, out)
@@ -212,4 +215,42 @@ func TestMetricsEndpoint(t *testing.T) {
 	d.stop(t)
 	code, out := runOnce("-listen", "127.0.0.1:0", "-data", t.TempDir(), "-metrics", "nohostport")
 	require.Equal(t, exitUsage, code, out)
+}
+
+// TestEnforceACLsFlag: without -enforce-acls a client may create a topic and
+// describe the broker's configs; with it and no ACL synced, CreateTopics is
+// TOPIC_AUTHORIZATION_FAILED and DescribeConfigs of the broker
+// CLUSTER_AUTHORIZATION_FAILED; a -super-users principal (every plaintext
+// client is User:ANONYMOUS) may do both.
+func TestEnforceACLsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		code, brokerDC int16
+	}{
+		{nil, 0, 0},
+		{[]string{"-enforce-acls"}, int16(admin.CodeTopicAuthorizationFailed), int16(admin.CodeClusterAuthorizationFailed)},
+		{[]string{"-enforce-acls", "-super-users", "User:admin, User:ANONYMOUS"}, 0, 0},
+	} {
+		d := startRun(t, append([]string{"-listen", "127.0.0.1:0", "-data", filepath.Join(t.TempDir(), "site")}, tc.args...)...)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.addr))
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ct := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, 1
+		ct.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+		resp, err := cl.Request(ctx, ct)
+		require.NoError(t, err)
+		require.Equal(t, tc.code, resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode, "%v", tc.args)
+		dc := kmsg.NewPtrDescribeConfigsRequest()
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "0"
+		dc.Resources = []kmsg.DescribeConfigsRequestResource{rr}
+		dresp, err := cl.Request(ctx, dc)
+		cancel()
+		cl.Close()
+		require.NoError(t, err)
+		require.Equal(t, tc.brokerDC, dresp.(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode, "%v", tc.args)
+		d.stop(t)
+	}
 }

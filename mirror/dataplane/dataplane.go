@@ -97,6 +97,19 @@ type Config struct {
 	// writes on its own initiative (a fenced, timed-out or orphaned
 	// transaction), from the goroutine that wrote it; it must not block.
 	OnTxnAbort func(TxnAbort)
+	// EnforceACLs makes every served RPC check the ACLs the Destination
+	// holds (it must implement mirror.ACLStore; mirror.LocalDestination
+	// keeps the ACLs the mirrors synced there) with Kafka's semantics
+	// (Decide) and answer Kafka's authorization codes per RPC. The
+	// principal is the connection's (admin.ServerConfig.Principal: the TLS
+	// client certificate's subject, else User:ANONYMOUS; the admin listener
+	// has no SASL); a request given to Serve is User:ANONYMOUS from an
+	// unknown host. Off (the default), everything is allowed, as in a
+	// Kafka broker without an authorizer.
+	EnforceACLs bool
+	// ACLPolicy holds the super users and what a resource no ACL refers to
+	// allows; used only with EnforceACLs.
+	ACLPolicy ACLPolicy
 }
 
 // DataPlane serves a Destination over the Kafka protocol; see the package
@@ -113,6 +126,8 @@ type DataPlane struct {
 	partsMu sync.Mutex
 	parts   map[mirror.TopicPartition]*partProducers
 
+	aclStore  mirror.ACLStore // nil unless Config.EnforceACLs
+	aclCache  aclCache
 	coord     *coordinator
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
@@ -131,6 +146,13 @@ func New(cfg Config) (*DataPlane, error) {
 	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0 || cfg.FirstProducerID < 0,
 		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	var acls mirror.ACLStore
+	if cfg.EnforceACLs {
+		var ok bool
+		if acls, ok = cfg.Destination.(mirror.ACLStore); !ok {
+			return nil, fmt.Errorf("%w: EnforceACLs with a Destination (%T) that keeps no ACLs (mirror.ACLStore)", ErrConfig, cfg.Destination)
+		}
 	}
 	cfg.MaxTransactionTimeout = orDefault(cfg.MaxTransactionTimeout, DefaultMaxTransactionTimeout)
 	cfg.TransactionCheckInterval = orDefault(cfg.TransactionCheckInterval, DefaultTransactionCheckInterval)
@@ -160,7 +182,7 @@ func New(cfg Config) (*DataPlane, error) {
 	if w == nil {
 		w = DestinationWriter(cfg.Destination)
 	}
-	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, wake: make(chan struct{}),
+	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, wake: make(chan struct{}), aclStore: acls,
 		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	dp.nextPID.Store(cfg.FirstProducerID)
@@ -220,30 +242,46 @@ var apis = []api{
 	{kmsg.DescribeTransactions, 0, 0, (*DataPlane).describeTransactions},
 	{kmsg.ListTransactions, 0, 1, (*DataPlane).listTransactions},
 	{kmsg.OffsetForLeaderEpoch, 2, 4, (*DataPlane).offsetForLeaderEpoch},
+	{kmsg.CreatePartitions, 0, 3, (*DataPlane).createPartitions},
+	{kmsg.DeleteTopics, 0, 6, (*DataPlane).deleteTopics},
+	{kmsg.DeleteRecords, 0, 2, (*DataPlane).deleteRecords},
 }
 
-// APIs returns the keys the data plane serves, for admin.ServerConfig.Extra.
+// served reports whether the data plane serves a: CreatePartitions,
+// DeleteTopics and DeleteRecords need a Destination implementing
+// mirror.ClientAdmin.
+func (dp *DataPlane) served(a api) bool {
+	return !clientAdminKeys[a.key] || dp.clientAdmin() != nil
+}
+
+// APIs returns the keys the data plane serves, for admin.ServerConfig.Extra
+// (and so ApiVersions).
 func (dp *DataPlane) APIs() []admin.ExtraAPI {
 	out := make([]admin.ExtraAPI, 0, len(apis))
 	for _, a := range apis {
 		a := a
+		if !dp.served(a) {
+			continue
+		}
 		out = append(out, admin.ExtraAPI{Key: int16(a.key), MinVersion: a.min, MaxVersion: a.max,
 			Serve: func(ctx context.Context, _ *admin.RequestContext, req kmsg.Request) (kmsg.Response, error) {
-				return a.serve(dp, ctx, req)
+				return dp.call(ctx, a, req)
 			}})
 	}
 	return out
 }
 
 // Serve answers one decoded request (any key of APIs), for hosts and tests
-// that carry requests by other means.
+// that carry requests by other means. With Config.EnforceACLs it is
+// authorized as User:ANONYMOUS from an unknown host unless ctx carries an
+// admin.RequestContext.
 func (dp *DataPlane) Serve(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	for _, a := range apis {
-		if int16(a.key) == req.Key() {
+		if int16(a.key) == req.Key() && dp.served(a) {
 			if v := req.GetVersion(); v < a.min || v > a.max {
 				return nil, fmt.Errorf("dataplane: key %d version %d not served", req.Key(), v)
 			}
-			return a.serve(dp, ctx, req)
+			return dp.call(ctx, a, req)
 		}
 	}
 	return nil, fmt.Errorf("dataplane: key %d not served", req.Key())

@@ -25,7 +25,27 @@
 //   - CreateTopics for plain topics;
 //   - FindCoordinator (groups and transactions), OffsetCommit, OffsetFetch,
 //     ListGroups, DescribeGroups over mirror.GroupOffsets (offsets only: no
-//     group membership).
+//     group membership);
+//   - CreatePartitions, DeleteTopics and DeleteRecords over a Destination
+//     implementing mirror.ClientAdmin (left out of ApiVersions otherwise): a
+//     mirror topic that is not STOPPED is refused per topic (per partition
+//     for DeleteRecords) with INVALID_CLUSTER_MIRROR_STATES and keeps its
+//     partitions and records; other topics of the same request are served.
+//
+// # Authorization
+//
+// With Config.EnforceACLs every served key checks the request's principal
+// against the ACLs the Destination holds (mirror.ACLStore: the ACLs the
+// mirrors sync with acls.include), as a Kafka broker with
+// StandardAuthorizer does: Decide is the decision (super users, DENY over
+// ALLOW, LITERAL, "*" and PREFIXED patterns, the "User:*" principal, hosts,
+// DESCRIBE implied by READ/WRITE/DELETE/ALTER), authzRules the one table of
+// what each RPC needs and which code it answers (TOPIC_, GROUP_, CLUSTER_ and
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED; Metadata of all topics leaves out
+// the topics the principal may not describe). A refused topic is never read
+// or changed. The principal is the connection's (admin.ServerConfig.Principal:
+// User:ANONYMOUS on a plaintext listener; there is no SASL). The ACLs are
+// read once per request, so a sync takes effect at the next request.
 //
 // # Transactions
 //

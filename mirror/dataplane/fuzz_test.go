@@ -18,8 +18,9 @@ import (
 )
 
 // fuzzPlane is a data plane over a memory destination with one topic and a
-// few batches, for the dispatch fuzzer.
-func fuzzPlane(f *testing.F) *DataPlane {
+// few batches, for the dispatch fuzzer; enforce turns on ACL enforcement
+// with a few ACLs that allow some and deny some.
+func fuzzPlane(f *testing.F, enforce bool) *DataPlane {
 	dst := mirror.NewMemoryDestination("fuzz", fetcher.MemoryLogOptions{SyncEveryAppend: true})
 	spec := mirror.TopicSpec{Name: "t", TopicID: records.UUID{9}, Partitions: 2}
 	if err := dst.CreateTopic(context.Background(), spec); err != nil {
@@ -35,7 +36,11 @@ func fuzzPlane(f *testing.F) *DataPlane {
 	if err := l.Append(dataBatch(f, 0, 0, 3, 7, 0, true)); err != nil {
 		f.Fatal(err)
 	}
-	dp, err := New(Config{Destination: dst, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxMessageBytes: 1 << 16})
+	if err := dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceTopic, "P", "t", OpAll), allow(ResourceGroup, "L", "*", OpRead),
+		acl(ResourceTopic, "L", "t", WildcardPrincipal, "*", OpDelete, PermissionDeny)}); err != nil {
+		f.Fatal(err)
+	}
+	dp, err := New(Config{Destination: dst, AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092, MaxMessageBytes: 1 << 16, EnforceACLs: enforce})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -47,9 +52,9 @@ func fuzzPlane(f *testing.F) *DataPlane {
 // version) with kmsg, as the admin server does, and serves what decodes:
 // no input may panic or hang (the context is canceled, so long-polls end at
 // once). The data plane's own decoding is kmsg's; this fuzzes what it does
-// with any request kmsg accepts.
+// with any request kmsg accepts, with and without ACL enforcement.
 func FuzzDispatch(f *testing.F) {
-	dp := fuzzPlane(f)
+	planes := []*DataPlane{fuzzPlane(f, false), fuzzPlane(f, true)}
 	for i, a := range apis {
 		req := kmsg.RequestForKey(int16(a.key))
 		req.SetVersion(a.max)
@@ -72,9 +77,18 @@ func FuzzDispatch(f *testing.F) {
 		if req.ReadFrom(body) != nil {
 			return
 		}
-		resp, err := dp.Serve(ctx, req)
-		if err == nil && resp == nil {
-			t.Fatalf("key %d v%d: nil response without error", a.key, version)
+		for i, dp := range planes {
+			if i > 0 { // a fresh decode: the handlers narrow requests in place
+				req = kmsg.RequestForKey(int16(a.key))
+				req.SetVersion(version)
+				if req.ReadFrom(body) != nil {
+					t.Fatal("decodes once, not twice")
+				}
+			}
+			resp, err := dp.Serve(ctx, req)
+			if err == nil && resp == nil {
+				t.Fatalf("key %d v%d: nil response without error", a.key, version)
+			}
 		}
 	})
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -123,6 +124,8 @@ func (dp *DataPlane) createOne(ctx context.Context, rt kmsg.CreateTopicsRequestT
 		return int16(admin.CodeInvalidReplicationFactor), "this site has one broker: replication factor must be 1 or -1"
 	case rt.NumPartitions == 0 || rt.NumPartitions < -1:
 		return int16(admin.CodeInvalidRequest), "number of partitions must be positive or -1"
+	case rt.NumPartitions > MaxPartitions:
+		return codeInvalidPartitions, fmt.Sprintf("a topic has at most %d partitions on this site, asked %d", MaxPartitions, rt.NumPartitions)
 	}
 	if _, exists := dp.dst.Topic(rt.Topic); exists {
 		return int16(admin.CodeTopicAlreadyExists), "topic " + rt.Topic + " already exists"

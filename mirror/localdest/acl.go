@@ -17,6 +17,7 @@ type aclStore struct {
 	mu       sync.Mutex
 	root     string
 	byMirror map[string][]dest.ACL
+	gen      uint64 // bumped by every ReplaceMirrorACLs that took effect
 }
 
 func openACLStore(root string) (*aclStore, error) {
@@ -63,7 +64,17 @@ func (d *LocalDestination) ReplaceMirrorACLs(mirror string, acls []dest.ACL) err
 		}
 	}
 	s.byMirror = next
+	s.gen++
 	return nil
+}
+
+// ACLGeneration returns a number that changes whenever the set ACLs returns may have
+// changed, so a reader (the data plane's authorizer) re-reads the ACLs only then.
+func (d *LocalDestination) ACLGeneration() uint64 {
+	s := d.aclStore()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
 }
 
 // MirrorACLs implements dest.ACLStore.

@@ -16,7 +16,9 @@ func TestACLStoreDurableAndPerMirror(t *testing.T) {
 	a := dest.ACL{ResourceType: "TOPIC", ResourceName: "t", PatternType: "LITERAL", Principal: "User:a", Host: "*", Operation: "READ", PermissionType: "ALLOW"}
 	b := a
 	b.Principal = "User:b"
+	g := d.ACLGeneration()
 	require.NoError(t, d.ReplaceMirrorACLs("m1", []dest.ACL{a}))
+	require.NotEqual(t, g, d.ACLGeneration(), "a replacement changes the generation")
 	require.NoError(t, d.ReplaceMirrorACLs("m2", []dest.ACL{a, b}))
 	require.NoError(t, d.ReplaceMirrorACLs("m1", nil))
 	require.NoError(t, d.Close())

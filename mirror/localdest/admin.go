@@ -25,19 +25,33 @@ func (d *LocalDestination) guardMirrorTopicLocked(op, topic string, t *fileTopic
 	return nil
 }
 
-// ClientCreatePartitions implements dest.ClientAdmin.
+// ClientCreatePartitions implements dest.ClientAdmin. The guard and the growth happen
+// under one hold of the destination's lock, which SetReadOnly takes too, so a mirror
+// start racing with the call never finds a topic grown by a client after it was made
+// read-only.
 func (d *LocalDestination) ClientCreatePartitions(ctx context.Context, topic string, count int32) error {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	t, ok := d.meta.Topics[topic]
-	var err error
-	if ok {
-		err = d.guardMirrorTopicLocked("CreatePartitions", topic, t)
+	if !ok {
+		return admin.Errorf(admin.CodeUnknownTopicOrPartition, "unknown topic %q", topic)
 	}
-	d.mu.Unlock()
-	if err != nil {
+	if err := d.guardMirrorTopicLocked("CreatePartitions", topic, t); err != nil {
 		return err
 	}
-	return d.CreatePartitions(ctx, topic, count)
+	if count < t.Partitions {
+		return admin.Errorf(admin.CodeInvalidRequest, "topic %q has %d partitions; cannot shrink to %d", topic, t.Partitions, count)
+	}
+	if count == t.Partitions {
+		return nil
+	}
+	prev := t.Partitions
+	t.Partitions = count
+	if err := d.saveLocked(); err != nil {
+		t.Partitions = prev
+		return err
+	}
+	return nil
 }
 
 // DeleteTopic implements dest.ClientAdmin: the topic's logs are closed and, for a file
