@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/kmirror/kmirror/internal/atomicfile"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -99,7 +100,7 @@ func (l *FileLog) truncateLocked(offset int64) error {
 	if err := x.log.Sync(); err != nil {
 		return l.fail(fmt.Errorf("fetcher: sync segment: %w", err))
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := atomicfile.SyncDir(l.dir); err != nil {
 		return l.fail(fmt.Errorf("fetcher: sync dir: %w", err))
 	}
 	x.size, x.synced, x.syncedEnd, l.unflushed = cutPos, cutPos, newEnd, 0
