@@ -96,7 +96,7 @@ func NewFetcher(src Source, cfg Config) (*Fetcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.defaults()
+	cfg = cfg.withDefaults()
 	probe := cfg.DivergenceViaOffsetForLeaderEpoch
 	if p, ok := src.(EpochProber); ok && p.DivergenceViaOffsetForLeaderEpoch() {
 		probe = true
@@ -194,22 +194,7 @@ func (f *Fetcher) run(ctx context.Context) {
 	for {
 		// 1. Apply adds and removes, once no fetch is in flight: a response
 		// is never applied to a partition removed after it was sent.
-		f.mu.Lock()
-		ops := f.ops
-		f.ops = nil
-		f.mu.Unlock()
-		if len(ops) > 0 {
-			fs.drain()
-		}
-		removed := false
-		for _, o := range ops {
-			removed = removed || o.add == nil
-			o.done <- f.apply(o, parts, &order)
-		}
-		if removed {
-			// once per batch of ops, not per remove: stopping n partitions stays O(n)
-			order = compact(order, parts)
-		}
+		order = f.applyOps(fs, parts, order)
 		if ctx.Err() != nil {
 			f.failPending()
 			return
@@ -221,45 +206,9 @@ func (f *Fetcher) run(ctx context.Context) {
 				continue // an op is waiting: apply it first
 			}
 		}
-		// 2. Prepare the partitions that are due and not in a fetch, and send
-		// one Fetch per source leader that has none in flight.
-		now := time.Now()
-		var next time.Time
-		var leaders []int32
-		groups := make(map[int32][]*partState)
-		clear(fs.waiting)
-		for _, tp := range order {
-			ps := parts[tp]
-			if ps == nil || ps.inFlight {
-				continue
-			}
-			if now.Before(ps.retryAt) {
-				if next.IsZero() || ps.retryAt.Before(next) {
-					next = ps.retryAt
-				}
-				continue
-			}
-			if !f.prepare(ctx, ps) {
-				f.settle(ps, parts)
-				if ps.retryAt.After(now) && (next.IsZero() || ps.retryAt.Before(next)) {
-					next = ps.retryAt
-				}
-				continue
-			}
-			if fs.byLeader[ps.leader] != nil {
-				fs.waiting[ps.leader] = true // joins after the fetch in flight
-				continue
-			}
-			if groups[ps.leader] == nil {
-				leaders = append(leaders, ps.leader)
-			}
-			groups[ps.leader] = append(groups[ps.leader], ps)
-		}
+		// 2. Prepare the partitions that are due and send the fetches.
+		next := f.dispatch(ctx, fs, parts, order)
 		order = compact(order, parts)
-		for _, l := range leaders {
-			f.launch(fs, l, groups[l], f.requests(groups[l]))
-			fs.allowChain(l) // no answer of l is held
-		}
 		// 3. Wait for a response, an op or the next retry, and process the
 		// response while the next fetch to the same leader is on its way.
 		if fl := f.await(ctx, timer, next, fs); fl != nil {
@@ -267,6 +216,75 @@ func (f *Fetcher) run(ctx context.Context) {
 			order = compact(order, parts)
 		}
 	}
+}
+
+// applyOps applies the adds and removes submitted since the last call, after
+// draining the fetches in flight, and returns the new fetch order.
+func (f *Fetcher) applyOps(fs *flights, parts map[TopicPartition]*partState, order []TopicPartition) []TopicPartition {
+	f.mu.Lock()
+	ops := f.ops
+	f.ops = nil
+	f.mu.Unlock()
+	if len(ops) == 0 {
+		return order
+	}
+	fs.drain()
+	removed := false
+	for _, o := range ops {
+		removed = removed || o.add == nil
+		o.done <- f.apply(o, parts, &order)
+	}
+	if removed {
+		// once per batch of ops, not per remove: stopping n partitions stays O(n)
+		order = compact(order, parts)
+	}
+	return order
+}
+
+// dispatch prepares the partitions that are due and not in a fetch, and sends
+// one Fetch per source leader that has none in flight. It returns the
+// earliest retry time of the partitions not due yet (zero for none).
+func (f *Fetcher) dispatch(ctx context.Context, fs *flights, parts map[TopicPartition]*partState, order []TopicPartition) time.Time {
+	now := time.Now()
+	var next time.Time
+	earlier := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	var leaders []int32
+	groups := make(map[int32][]*partState)
+	clear(fs.waiting)
+	for _, tp := range order {
+		ps := parts[tp]
+		if ps == nil || ps.inFlight {
+			continue
+		}
+		if now.Before(ps.retryAt) {
+			earlier(ps.retryAt)
+			continue
+		}
+		if !f.prepare(ctx, ps) {
+			f.settle(ps, parts)
+			if ps.retryAt.After(now) {
+				earlier(ps.retryAt)
+			}
+			continue
+		}
+		if fs.byLeader[ps.leader] != nil {
+			fs.waiting[ps.leader] = true // joins after the fetch in flight
+			continue
+		}
+		if groups[ps.leader] == nil {
+			leaders = append(leaders, ps.leader)
+		}
+		groups[ps.leader] = append(groups[ps.leader], ps)
+	}
+	for _, l := range leaders {
+		f.launch(fs, l, groups[l], f.requests(groups[l]))
+		fs.allowChain(l) // no answer of l is held
+	}
+	return next
 }
 
 func compact(order []TopicPartition, parts map[TopicPartition]*partState) []TopicPartition {
@@ -357,7 +375,7 @@ func (f *Fetcher) retryLater(ps *partState) {
 	}
 	d := ps.bo.NextBackOff()
 	if d == backoff.Stop {
-		d = 2 * time.Second
+		d = defaultBackOffMax
 	}
 	ps.retryAt = time.Now().Add(d)
 }

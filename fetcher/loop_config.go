@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"time"
 
@@ -15,8 +16,10 @@ type Config struct {
 	PartitionMaxBytes int32
 	// Events receives partition events; default NopEvents.
 	Events Events
-	// Logger receives log lines; default NopLogger.
-	Logger Logger
+	// Logger receives the loop's log lines (warnings for retried source
+	// errors and truncations, errors for failed partitions); nil discards
+	// them.
+	Logger *slog.Logger
 	// DivergenceViaOffsetForLeaderEpoch makes the loop probe with
 	// OffsetForLeaderEpoch before the first fetch after every leader change,
 	// for sources that never return DivergingEpoch. It is also on when the
@@ -46,7 +49,7 @@ type Config struct {
 	UnreachableTimeout time.Duration
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration; it never changes it.
 func (c Config) Validate() error {
 	if c.UnreachableTimeout < 0 {
 		return fmt.Errorf("fetcher: negative UnreachableTimeout %v", c.UnreachableTimeout)
@@ -57,7 +60,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c *Config) defaults() {
+// Defaults of Config not exported as constants.
+const (
+	defaultIdleWait       = 10 * time.Millisecond
+	defaultBackOffInitial = 50 * time.Millisecond
+	defaultBackOffMax     = 2 * time.Second
+)
+
+// withDefaults returns c with every zero field set to its default: the one
+// place defaults are applied (Validate only checks).
+func (c Config) withDefaults() Config {
 	if c.PartitionMaxBytes == 0 {
 		c.PartitionMaxBytes = DefaultPartitionMaxBytes
 	}
@@ -65,21 +77,26 @@ func (c *Config) defaults() {
 		c.Events = NopEvents{}
 	}
 	if c.Logger == nil {
-		c.Logger = NopLogger{}
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.IdleWait == 0 {
-		c.IdleWait = 10 * time.Millisecond
+		c.IdleWait = defaultIdleWait
 	}
 	if c.Appenders == 0 {
 		c.Appenders = runtime.GOMAXPROCS(0)
 	}
 	if c.NewBackOff == nil {
-		c.NewBackOff = func() backoff.BackOff {
-			b := backoff.NewExponentialBackOff()
-			b.InitialInterval = 50 * time.Millisecond
-			b.MaxInterval = 2 * time.Second
-			b.MaxElapsedTime = 0
-			return b
-		}
+		c.NewBackOff = defaultBackOff
 	}
+	return c
+}
+
+// defaultBackOff is the default Config.NewBackOff: exponential from 50 ms to
+// 2 s, with no time limit.
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = defaultBackOffInitial
+	b.MaxInterval = defaultBackOffMax
+	b.MaxElapsedTime = 0
+	return b
 }

@@ -75,3 +75,21 @@ func (e *DivergedError) Error() string {
 
 // Is reports whether target is ErrDiverged.
 func (e *DivergedError) Is(target error) bool { return target == ErrDiverged }
+
+// InvalidOffsetError stops a partition whose source answered an offset no
+// log can have (below -1 for a DivergingEpoch or OffsetForLeaderEpoch end
+// offset, below 0 for a ListOffsets end) where the loop would truncate the
+// destination log to it; nothing is truncated. It is Is(ErrProtocol).
+type InvalidOffsetError struct {
+	TopicPartition
+	Op     string // the answer: "Fetch" (DivergingEpoch), "OffsetForLeaderEpoch" or "ListOffsets"
+	Offset int64
+}
+
+// Error names the partition, the answer and the offset.
+func (e *InvalidOffsetError) Error() string {
+	return fmt.Sprintf("%v: %s answered offset %d for %s, which no log has", ErrProtocol, e.Op, e.Offset, e.TopicPartition)
+}
+
+// Is reports whether target is ErrProtocol.
+func (e *InvalidOffsetError) Is(target error) bool { return target == ErrProtocol }

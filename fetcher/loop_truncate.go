@@ -8,19 +8,45 @@ import (
 	"github.com/kmirror/kmirror/records"
 )
 
+// The loop's side of the truncation decisions (truncation.go): it asks the
+// source (OffsetForLeaderEpoch, ListOffsets), reads the log once, decides, and
+// carries the decision out.
+
+// diverged handles a Fetch answered with DivergingEpoch d.
+func (f *Fetcher) diverged(ps *partState, d epoch.Divergence) {
+	f.carryOut(ps, decideDiverging(f.localLog(ps), d, f.policy()))
+}
+
 // probeEpoch finds divergence with OffsetForLeaderEpoch as a pre-v12 Kafka
-// follower did (AbstractFetcherThread.getOffsetTruncationState). Where the
-// source does not know the latest local epoch at all, answering (-1, -1) (a
-// Kafka leader whose log never had the epoch, or kfake's gap for old epochs),
-// the local latest epoch is dropped and the probe repeated: that can only
-// remove data the source will serve again, never keep divergent data. It
-// returns false when ps must not be fetched now.
+// follower did (decideProbe), one round after another until a round cuts
+// nothing. It returns false when ps must not be fetched now.
 func (f *Fetcher) probeEpoch(ctx context.Context, ps *partState) bool {
-	le := ps.log.LatestEpoch()
-	if le == epoch.UndefinedEpoch {
-		ps.needProbe = false
-		return true
+	for {
+		le := ps.log.LatestEpoch()
+		if le == epoch.UndefinedEpoch {
+			ps.needProbe = false
+			return true
+		}
+		answer, ok := f.askEpoch(ctx, ps, le)
+		if !ok {
+			return false
+		}
+		d := decideProbe(f.localLog(ps), answer, f.policy())
+		if d.cut == cutNone {
+			ps.needProbe = false
+			return true
+		}
+		if !f.cut(ps, d) {
+			return false
+		}
+		// d.next is probeNow: ask again with the new latest epoch.
 	}
+}
+
+// askEpoch sends the OffsetForLeaderEpoch of ps's latest epoch le and returns
+// the source's (LeaderEpoch, EndOffset); false when it failed (ps is then
+// scheduled for a retry).
+func (f *Fetcher) askEpoch(ctx context.Context, ps *partState, le int32) (epoch.Divergence, bool) {
 	res, err := f.src.OffsetForLeaderEpoch(ctx, []EpochQuery{{
 		Topic: ps.tp.Topic, Partition: ps.tp.Partition, CurrentLeaderEpoch: ps.sourceEpoch, LeaderEpoch: le,
 	}})
@@ -28,81 +54,18 @@ func (f *Fetcher) probeEpoch(ctx context.Context, ps *partState) bool {
 		err = fmt.Errorf("%w: OffsetForLeaderEpoch returned %d results", ErrProtocol, len(res))
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			f.cfg.Logger.Warn("OffsetForLeaderEpoch failed", "partition", ps.tp.String(), "err", err)
-			f.partitionError(ps, err)
-		}
-		f.retryLater(ps)
-		return false
+		f.requestFailed(ctx, ps, "OffsetForLeaderEpoch", err)
+		return epoch.Divergence{}, false
 	}
-	r := res[0]
-	if r.ErrorCode != CodeNone {
-		f.sourceError(ps, "OffsetForLeaderEpoch", r.ErrorCode)
-		return false
+	if res[0].ErrorCode != CodeNone {
+		f.sourceError(ps, "OffsetForLeaderEpoch", res[0].ErrorCode)
+		return epoch.Divergence{}, false
 	}
-	leo := ps.log.LogEndOffset()
-	var off int64
-	if r.EndOffset == epoch.UndefinedOffset || r.LeaderEpoch == epoch.UndefinedEpoch {
-		latest, _ := ps.log.Epochs().Latest()
-		off = latest.StartOffset
-		f.cfg.Logger.Warn("source does not know the latest local epoch; dropping it and probing again",
-			"partition", ps.tp.String(), "epoch", le, "truncateTo", off)
-	} else {
-		off = epoch.FollowerTruncationOffset(ps.log.Epochs(), leo, epoch.Divergence{Epoch: r.LeaderEpoch, EndOffset: r.EndOffset})
-	}
-	if off >= leo {
-		ps.needProbe = false
-		return true
-	}
-	if err := truncateLog(ps.log, off); err != nil {
-		f.fail(ps, fmt.Errorf("fetcher: %s truncate to %d: %w", ps.tp, off, err))
-		return false
-	}
-	f.cfg.Logger.Warn("truncated after OffsetForLeaderEpoch", "partition", ps.tp.String(),
-		"epoch", r.LeaderEpoch, "endOffset", r.EndOffset, "from", leo, "to", ps.log.LogEndOffset())
-	d := epoch.Divergence{Epoch: r.LeaderEpoch, EndOffset: r.EndOffset}
-	f.cfg.Events.OnDivergence(ps.tp, d, ps.log.LogEndOffset())
-	if f.stopDiverged(ps, d) {
-		return false
-	}
-	// Probe again with the new latest epoch; it ends when nothing changes.
-	return f.probeEpoch(ctx, ps)
+	return epoch.Divergence{Epoch: res[0].LeaderEpoch, EndOffset: res[0].EndOffset}, true
 }
 
-func (f *Fetcher) diverged(ps *partState, d epoch.Divergence) {
-	leo, le := ps.log.LogEndOffset(), ps.log.LatestEpoch()
-	off := epoch.FollowerTruncationOffset(ps.log.Epochs(), leo, d)
-	if off < leo {
-		if err := truncateLog(ps.log, off); err != nil {
-			f.fail(ps, fmt.Errorf("fetcher: %s truncate to %d: %w", ps.tp, off, err))
-			return
-		}
-	}
-	f.cfg.Logger.Warn("diverging epoch from source; truncated", "partition", ps.tp.String(),
-		"epoch", d.Epoch, "endOffset", d.EndOffset, "from", leo, "to", ps.log.LogEndOffset())
-	f.cfg.Events.OnDivergence(ps.tp, d, ps.log.LogEndOffset())
-	if f.stopDiverged(ps, d) {
-		return
-	}
-	if ps.log.LogEndOffset() == leo && ps.log.LatestEpoch() == le {
-		// Nothing changed: the next fetch would diverge the same way.
-		f.retryLater(ps)
-		return
-	}
-	f.succeeded(ps)
-}
-
-// stopDiverged stops ps after a divergence truncation when so configured.
-func (f *Fetcher) stopDiverged(ps *partState, d epoch.Divergence) bool {
-	if !f.cfg.StopOnDivergence {
-		return false
-	}
-	f.publish(ps, &DivergedError{TopicPartition: ps.tp, Divergence: d, TruncatedTo: ps.log.LogEndOffset()})
-	ps.log = nil
-	return true
-}
-
-// outOfRange follows AbstractFetcherThread.fetchOffsetAndTruncate.
+// outOfRange handles a Fetch at fetchOffset answered with OFFSET_OUT_OF_RANGE:
+// it asks the source for its log start and end, then decideOutOfRange.
 func (f *Fetcher) outOfRange(ctx context.Context, ps *partState, fetchOffset int64) {
 	res, err := f.src.ListOffsets(ctx, []OffsetQuery{
 		{Topic: ps.tp.Topic, Partition: ps.tp.Partition, CurrentLeaderEpoch: ps.sourceEpoch, Timestamp: LatestTimestamp},
@@ -112,11 +75,7 @@ func (f *Fetcher) outOfRange(ctx context.Context, ps *partState, fetchOffset int
 		err = fmt.Errorf("%w: ListOffsets returned %d results", ErrProtocol, len(res))
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			f.cfg.Logger.Warn("ListOffsets failed", "partition", ps.tp.String(), "err", err)
-			f.partitionError(ps, err)
-		}
-		f.retryLater(ps)
+		f.requestFailed(ctx, ps, "ListOffsets", err)
 		return
 	}
 	for _, r := range res {
@@ -126,39 +85,82 @@ func (f *Fetcher) outOfRange(ctx context.Context, ps *partState, fetchOffset int
 		}
 	}
 	latest, earliest := res[0].Offset, res[1].Offset
-	leo := ps.log.LogEndOffset()
-	switch {
-	case latest < leo:
-		// The source is behind us (unclean election there): keep its end.
-		if err := truncateLog(ps.log, latest); err != nil {
-			f.fail(ps, fmt.Errorf("fetcher: %s truncate to %d: %w", ps.tp, latest, err))
-			return
-		}
-		f.cfg.Logger.Warn("source end below destination end; truncated", "partition", ps.tp.String(),
-			"from", leo, "to", ps.log.LogEndOffset())
-		d := epoch.Divergence{Epoch: epoch.UndefinedEpoch, EndOffset: latest}
-		f.cfg.Events.OnDivergence(ps.tp, d, ps.log.LogEndOffset())
-		if f.stopDiverged(ps, d) {
-			return
-		}
-		ps.needProbe = f.probe
+	f.carryOut(ps, decideOutOfRange(f.localLog(ps), fetchOffset, earliest, latest, f.policy()))
+}
+
+// requestFailed handles a failed request of ps (not an error code): it is
+// logged and observed unless the loop is closing, and retried.
+func (f *Fetcher) requestFailed(ctx context.Context, ps *partState, op string, err error) {
+	if ctx.Err() == nil {
+		f.cfg.Logger.Warn(op+" failed", "partition", ps.tp.String(), "err", err)
+		f.partitionError(ps, err)
+	}
+	f.retryLater(ps)
+}
+
+func (f *Fetcher) localLog(ps *partState) localLog {
+	return localLog{tp: ps.tp, end: ps.log.LogEndOffset(), epochs: ps.log.Epochs()}
+}
+
+func (f *Fetcher) policy() policy {
+	return policy{probe: f.probe, stopOnDivergence: f.cfg.StopOnDivergence}
+}
+
+// carryOut makes d's cut to ps's log, logs and reports it, and goes on as
+// d.next says (see also cut). It returns false when ps stopped.
+func (f *Fetcher) carryOut(ps *partState, d decision) bool {
+	if !f.cut(ps, d) {
+		return false
+	}
+	switch d.next {
+	case fetchNow:
 		f.succeeded(ps)
-	case earliest > leo:
-		gap := earliest - leo
-		if err := ps.log.TruncateFullyAndStartAt(earliest); err != nil {
-			f.fail(ps, fmt.Errorf("fetcher: %s truncate fully at %d: %w", ps.tp, earliest, err))
-			return
-		}
-		f.cfg.Logger.Warn("fetch offset below source log start: offsets were never mirrored",
-			"partition", ps.tp.String(), "fetchOffset", fetchOffset, "sourceLogStart", earliest, "gap", gap)
-		f.cfg.Events.OnOutOfRange(ps.tp, fetchOffset, earliest, gap)
+	case retryLater:
+		f.retryLater(ps)
+	case probeNow:
+		ps.needProbe = true
 		f.succeeded(ps)
-	default:
-		// The offset is inside the source log, so the source did not know
-		// the last fetched epoch: find the divergence with the probe.
+	case probeLater:
 		ps.needProbe = true
 		f.retryLater(ps)
 	}
+	return true
+}
+
+// cut makes d's cut to ps's log and logs and reports it, or stops ps: failed
+// (d.cut is cutFail, or the log refused the cut) or, when d.next is
+// stopDiverged, after the cut. It returns false when ps stopped.
+func (f *Fetcher) cut(ps *partState, d decision) bool {
+	from := ps.log.LogEndOffset()
+	switch d.cut {
+	case cutFail:
+		f.fail(ps, d.err)
+		return false
+	case cutTruncate:
+		if err := truncateLog(ps.log, d.offset); err != nil {
+			f.fail(ps, fmt.Errorf("fetcher: %s truncate to %d: %w", ps.tp, d.offset, err))
+			return false
+		}
+	case cutStartAt:
+		if err := ps.log.TruncateFullyAndStartAt(d.offset); err != nil {
+			f.fail(ps, fmt.Errorf("fetcher: %s truncate fully at %d: %w", ps.tp, d.offset, err))
+			return false
+		}
+		gap := d.offset - d.lostFrom
+		f.cfg.Logger.Warn(d.why, "partition", ps.tp.String(), "fetchOffset", d.fetchOffset, "sourceLogStart", d.offset, "gap", gap)
+		f.cfg.Events.OnOutOfRange(ps.tp, d.fetchOffset, d.offset, gap)
+	}
+	if dv := d.diverged; dv != nil {
+		to := ps.log.LogEndOffset()
+		f.cfg.Logger.Warn(d.why, "partition", ps.tp.String(), "epoch", dv.Epoch, "endOffset", dv.EndOffset, "from", from, "to", to)
+		f.cfg.Events.OnDivergence(ps.tp, *dv, to)
+	}
+	if d.next == stopDiverged {
+		f.publish(ps, &DivergedError{TopicPartition: ps.tp, Divergence: *d.diverged, TruncatedTo: ps.log.LogEndOffset()})
+		ps.log = nil
+		return false
+	}
+	return true
 }
 
 // truncateLog truncates l as Kafka's UnifiedLog.truncateTo does: a batch that
