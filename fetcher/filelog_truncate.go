@@ -17,6 +17,15 @@ func (l *FileLog) usableLocked() error {
 	return l.failed
 }
 
+// truncatableLocked is the check Truncate and TruncateFullyAndStartAt start
+// with: a usable log and a valid offset.
+func (l *FileLog) truncatableLocked(offset int64) error {
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	return checkOffset(offset)
+}
+
 // fail records err as the log's failure: the files and the in-memory state
 // may differ from here on.
 func (l *FileLog) fail(err error) error {
@@ -31,10 +40,7 @@ func (l *FileLog) fail(err error) error {
 func (l *FileLog) Truncate(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usableLocked(); err != nil {
-		return err
-	}
-	if err := checkOffset(offset); err != nil {
+	if err := l.truncatableLocked(offset); err != nil {
 		return err
 	}
 	if offset >= l.st.logEnd {
@@ -149,10 +155,7 @@ func (l *FileLog) cutPoint(s *segment, offset int64) (pos, end int64, err error)
 func (l *FileLog) TruncateFullyAndStartAt(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usableLocked(); err != nil {
-		return err
-	}
-	if err := checkOffset(offset); err != nil {
+	if err := l.truncatableLocked(offset); err != nil {
 		return err
 	}
 	return l.truncateFullyLocked(offset)
