@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/stretchr/testify/require"
 
 	"github.com/kmirror/kmirror/epoch"
+	"github.com/kmirror/kmirror/records"
 )
 
 // TestTruncationTraces runs the protocol traces in testdata/truncation/: a
@@ -241,4 +244,44 @@ func (tr *trace) apply(dec decision) string {
 	}
 	fmt.Fprintf(&b, "\ndest %v", &tr.dst)
 	return b.String()
+}
+
+// badDivergenceSource answers every fetch with a DivergingEpoch whose end
+// offset no log has.
+type badDivergenceSource struct{ Source }
+
+func (s badDivergenceSource) Fetch(ctx context.Context, parts []FetchPartition) ([]FetchResult, error) {
+	res, err := s.Source.Fetch(ctx, parts)
+	for i := range res {
+		res[i].ErrorCode, res[i].Records = CodeNone, nil
+		res[i].DivergingEpoch = &epoch.Divergence{Epoch: epoch.UndefinedEpoch, EndOffset: -5}
+	}
+	return res, err
+}
+
+// TestFetcherFailsOnInvalidTruncationOffset: the loop carries out a failing
+// decision: the partition stops with an *InvalidOffsetError and its log is
+// not cut.
+func TestFetcherFailsOnInvalidTruncationOffset(t *testing.T) {
+	src := memLog(t, 0)
+	appendAll(t, src, batch(t, 0, 0, 3, records.CompressionNone))
+	local := NewLocalSource(ReadUncommitted)
+	local.Add("t", records.UUID{}, 0, src)
+	dst := memLog(t, 2)
+	appendAll(t, dst, batch(t, 0, 0, 3, records.CompressionNone))
+	ev := newRecorder()
+	f, err := NewFetcher(badDivergenceSource{local}, Config{Events: ev})
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Add(PartitionSpec{Topic: "t", Partition: 0, Log: dst}))
+	tp := TopicPartition{"t", 0}
+	ev.waitUntil(t, waitLong, "failed", func() bool { return ev.failure(tp) != nil })
+	var ioe *InvalidOffsetError
+	require.ErrorAs(t, ev.failure(tp), &ioe)
+	require.ErrorIs(t, ev.failure(tp), ErrProtocol)
+	require.Equal(t, InvalidOffsetError{TopicPartition: tp, Op: "Fetch", Offset: -5}, *ioe)
+	require.Equal(t, int64(3), dst.LogEndOffset(), "nothing cut")
+	st := f.Status()
+	require.Len(t, st, 1)
+	require.ErrorIs(t, st[0].Err, ErrProtocol)
 }
