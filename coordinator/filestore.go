@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kmirror/kmirror/internal/atomicfile"
 	"github.com/kmirror/kmirror/internal/statelog"
 	"github.com/kmirror/kmirror/records"
 )
@@ -106,17 +107,10 @@ func checkStoreMeta(dir string, partitions int32) error {
 	want := fmt.Sprintf("%s %d\npartitions %d\n", fileStoreHead, fileStoreVersion, partitions)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(want), 0o644); err != nil {
+		if err := atomicfile.WriteFile(dir, FileStoreMetaFile, []byte(want), 0o644); err != nil {
 			return fmt.Errorf("coordinator: create %s: %w", path, err)
 		}
-		if err := syncFile(tmp); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return fmt.Errorf("coordinator: create %s: %w", path, err)
-		}
-		return syncFile(dir)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("coordinator: read %s: %w", path, err)
@@ -130,18 +124,6 @@ func checkStoreMeta(dir string, partitions int32) error {
 	}
 	if int32(n) != partitions {
 		return fmt.Errorf("%w: file store %s has %d partitions, configured %d", ErrTopicMismatch, dir, n, partitions)
-	}
-	return nil
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("coordinator: sync %s: %w", path, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("coordinator: sync %s: %w", path, err)
 	}
 	return nil
 }

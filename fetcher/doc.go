@@ -27,6 +27,16 @@
 // never holds half a batch); the fetch loop truncates at batch boundaries, where
 // divergence and LME offsets fall.
 //
+// Loop contract on divergence and out-of-range answers: the loop reads the
+// log once, a pure decision (truncation.go: decideDiverging, decideProbe,
+// decideOutOfRange, traced in testdata/truncation/) says truncate to an
+// offset, start the log at the source's log start reporting the lost offsets
+// (Events.OnOutOfRange; never silent), fail with a typed error, or stop after
+// the divergence (Config.StopOnDivergence), and the loop carries it out.
+//
+// Logging: Config.Logger is a *slog.Logger (nil discards): warnings for
+// retried source errors and truncations, errors for failed partitions.
+//
 // FileLog layout (one directory per partition, PartitionDir):
 //
 //	00000000000000000000.log    raw v2 batches, exactly as Kafka stores them

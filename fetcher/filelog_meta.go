@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/kmirror/kmirror/internal/atomicfile"
 )
 
 type logMeta struct {
@@ -50,42 +52,12 @@ func decodeMeta(data []byte) (logMeta, error) {
 	return m, nil
 }
 
-// writeFileAtomic writes name in dir via a temp file, fsync, rename and an
-// fsync of the directory.
+// writeFileAtomic replaces name in dir (atomicfile.WriteFile).
 func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("fetcher: write %s: %w", name, err)
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
+	if err := atomicfile.WriteFile(dir, name, data, 0o644); err != nil {
 		return fmt.Errorf("fetcher: write %s: %w", name, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func (l *FileLog) path(name string) string { return filepath.Join(l.dir, name) }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"sort"
+
+	"github.com/kmirror/kmirror/internal/atomicfile"
 )
 
 // segPlan is one segment as recovery expects to find it.
@@ -282,7 +284,7 @@ func (l *FileLog) applyRecovery(rec recovery) error {
 			return err
 		}
 	} else if len(rec.remove) > 0 {
-		if err := syncDir(l.dir); err != nil {
+		if err := atomicfile.SyncDir(l.dir); err != nil {
 			return fmt.Errorf("fetcher: sync dir: %w", err)
 		}
 	}

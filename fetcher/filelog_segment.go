@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kmirror/kmirror/internal/atomicfile"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -111,7 +112,7 @@ func (l *FileLog) newSegmentLocked(base int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := atomicfile.SyncDir(l.dir); err != nil {
 		s.close()
 		return nil, fmt.Errorf("fetcher: sync dir: %w", err)
 	}

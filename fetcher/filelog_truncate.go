@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/kmirror/kmirror/internal/atomicfile"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -14,6 +15,15 @@ func (l *FileLog) usableLocked() error {
 		return ErrClosed
 	}
 	return l.failed
+}
+
+// truncatableLocked is the check Truncate and TruncateFullyAndStartAt start
+// with: a usable log and a valid offset.
+func (l *FileLog) truncatableLocked(offset int64) error {
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	return checkOffset(offset)
 }
 
 // fail records err as the log's failure: the files and the in-memory state
@@ -30,10 +40,7 @@ func (l *FileLog) fail(err error) error {
 func (l *FileLog) Truncate(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usableLocked(); err != nil {
-		return err
-	}
-	if err := checkOffset(offset); err != nil {
+	if err := l.truncatableLocked(offset); err != nil {
 		return err
 	}
 	if offset >= l.st.logEnd {
@@ -99,7 +106,7 @@ func (l *FileLog) truncateLocked(offset int64) error {
 	if err := x.log.Sync(); err != nil {
 		return l.fail(fmt.Errorf("fetcher: sync segment: %w", err))
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := atomicfile.SyncDir(l.dir); err != nil {
 		return l.fail(fmt.Errorf("fetcher: sync dir: %w", err))
 	}
 	x.size, x.synced, x.syncedEnd, l.unflushed = cutPos, cutPos, newEnd, 0
@@ -148,10 +155,7 @@ func (l *FileLog) cutPoint(s *segment, offset int64) (pos, end int64, err error)
 func (l *FileLog) TruncateFullyAndStartAt(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usableLocked(); err != nil {
-		return err
-	}
-	if err := checkOffset(offset); err != nil {
+	if err := l.truncatableLocked(offset); err != nil {
 		return err
 	}
 	return l.truncateFullyLocked(offset)

@@ -264,6 +264,36 @@ func leaderChangeCode(code int16) bool {
 	return false
 }
 
+// perLeader runs send(leader, idx) for each source leader of tps, each on a
+// goroutine of its own, idx being the indexes in tps of the partitions it
+// leads, and waits for them all. A partition with no known leader gets
+// CodeLeaderNotAvailable in *code(i). Afterwards the cached leader of every
+// partition answered with a leader-change code is forgotten, so the next call
+// refreshes it. The error is ctx's, when it ended meanwhile.
+func (s *KafkaSource) perLeader(ctx context.Context, tps []TopicPartition, code func(i int) *int16, send func(leader int32, idx []int, infos []PartitionInfo)) error {
+	groups, infos, noLeader := s.leaders(ctx, tps)
+	for _, i := range noLeader {
+		*code(i) = CodeLeaderNotAvailable
+	}
+	var g errgroup.Group
+	for leader, idx := range groups {
+		g.Go(func() error {
+			send(leader, idx, infos)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range tps {
+		if leaderChangeCode(*code(i)) {
+			s.forget(tps[i])
+		}
+	}
+	return nil
+}
+
 // Fetch implements Source: one raw Fetch request per leader broker, sent in
 // parallel, at most one in flight per broker.
 func (s *KafkaSource) Fetch(ctx context.Context, parts []FetchPartition) ([]FetchResult, error) {
@@ -273,267 +303,79 @@ func (s *KafkaSource) Fetch(ctx context.Context, parts []FetchPartition) ([]Fetc
 		tps[i] = p.TP()
 		out[i] = FetchResult{Topic: p.Topic, Partition: p.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 	}
-	groups, infos, noLeader := s.leaders(ctx, tps)
-	for _, i := range noLeader {
-		out[i].ErrorCode = CodeLeaderNotAvailable
-	}
-	var g errgroup.Group
-	for leader, idx := range groups {
-		g.Go(func() error {
-			s.fetchFrom(ctx, leader, parts, infos, idx, out)
-			return nil
-		})
-	}
-	_ = g.Wait()
-	if err := ctx.Err(); err != nil {
+	err := s.perLeader(ctx, tps, func(i int) *int16 { return &out[i].ErrorCode }, func(leader int32, idx []int, infos []PartitionInfo) {
+		s.fetchFrom(ctx, leader, parts, infos, idx, out)
+	})
+	if err != nil {
 		return nil, err
 	}
-	for i := range out {
-		if leaderChangeCode(out[i].ErrorCode) {
-			s.forget(tps[i])
-		}
-	}
 	return out, nil
-}
-
-func (s *KafkaSource) fetchFrom(ctx context.Context, leader int32, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
-	mu := s.brokerLock(leader)
-	mu.Lock()
-	defer mu.Unlock()
-
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = int32(s.cfg.MaxWait / time.Millisecond)
-	req.MinBytes = s.cfg.MinBytes
-	req.MaxBytes = s.cfg.MaxBytes
-	req.IsolationLevel = s.cfg.IsolationLevel
-	req.SessionID = 0
-	req.SessionEpoch = -1 // full fetch, no session
-	type key struct {
-		topic     string
-		partition int32
-	}
-	where := make(map[key]int, len(idx))
-	byID := make(map[records.UUID]string)
-	topicIdx := make(map[string]int)
-	for _, i := range idx {
-		p := parts[i]
-		id := p.TopicID
-		if id == (records.UUID{}) {
-			id = infos[i].TopicID
-		}
-		byID[id] = p.Topic
-		ti, ok := topicIdx[p.Topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = p.Topic, id
-			req.Topics = append(req.Topics, rt)
-			ti = len(req.Topics) - 1
-			topicIdx[p.Topic] = ti
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.Partition
-		rp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
-		rp.FetchOffset = p.FetchOffset
-		rp.LastFetchedEpoch = p.LastFetchedEpoch
-		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = p.MaxBytes
-		req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)
-		where[key{p.Topic, p.Partition}] = i
-	}
-	resp, err := s.cl.Broker(int(leader)).Request(ctx, req)
-	if err != nil {
-		for _, i := range idx {
-			out[i].ErrorCode = CodeNetworkException
-		}
-		return
-	}
-	fr, ok := resp.(*kmsg.FetchResponse)
-	if !ok || fr.ErrorCode != CodeNone {
-		code := CodeNetworkException
-		if ok {
-			code = fr.ErrorCode
-		}
-		for _, i := range idx {
-			out[i].ErrorCode = code
-		}
-		return
-	}
-	answered := make(map[int]bool, len(idx))
-	for _, rt := range fr.Topics {
-		topic := rt.Topic
-		if fr.Version >= 13 {
-			topic = byID[records.UUID(rt.TopicID)]
-		}
-		for _, rp := range rt.Partitions {
-			i, ok := where[key{topic, rp.Partition}]
-			if !ok {
-				continue
-			}
-			answered[i] = true
-			r := &out[i]
-			r.ErrorCode = rp.ErrorCode
-			r.HighWatermark, r.LastStableOffset, r.LogStartOffset = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
-			if rp.DivergingEpoch.Epoch >= 0 {
-				r.DivergingEpoch = &epoch.Divergence{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}
-			}
-			r.Records = rp.RecordBatches
-		}
-	}
-	for _, i := range idx {
-		if !answered[i] {
-			out[i].ErrorCode = CodeUnknownTopicOrPartition
-		}
-	}
 }
 
 // OffsetForLeaderEpoch implements Source with OffsetForLeaderEpoch v4 (consumer
 // form, ReplicaID -1) sent to each partition's leader.
 func (s *KafkaSource) OffsetForLeaderEpoch(ctx context.Context, qs []EpochQuery) ([]EpochResult, error) {
-	out := make([]EpochResult, len(qs))
-	tps := make([]TopicPartition, len(qs))
+	pq := make([]partQuery, len(qs))
 	for i, q := range qs {
-		tps[i] = TopicPartition{q.Topic, q.Partition}
-		out[i] = EpochResult{Topic: q.Topic, Partition: q.Partition, LeaderEpoch: epoch.UndefinedEpoch, EndOffset: epoch.UndefinedOffset}
+		pq[i] = partQuery{TopicPartition{q.Topic, q.Partition}, q.CurrentLeaderEpoch, int64(q.LeaderEpoch)}
 	}
-	groups, _, noLeader := s.leaders(ctx, tps)
-	for _, i := range noLeader {
-		out[i].ErrorCode = CodeLeaderNotAvailable
-	}
-	var g errgroup.Group
-	for leader, idx := range groups {
-		g.Go(func() error {
-			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-			req.ReplicaID = -1
-			ti := make(map[string]int)
-			where := make(map[TopicPartition]int)
-			for _, i := range idx {
-				q := qs[i]
-				j, ok := ti[q.Topic]
-				if !ok {
-					rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-					rt.Topic = q.Topic
-					req.Topics = append(req.Topics, rt)
-					j = len(req.Topics) - 1
-					ti[q.Topic] = j
-				}
-				rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-				rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = q.Partition, q.CurrentLeaderEpoch, q.LeaderEpoch
-				req.Topics[j].Partitions = append(req.Topics[j].Partitions, rp)
-				where[tps[i]] = i
-			}
-			resp, err := s.cl.Broker(int(leader)).Request(ctx, req)
-			r, ok := resp.(*kmsg.OffsetForLeaderEpochResponse)
-			if err != nil || !ok {
-				for _, i := range idx {
-					out[i].ErrorCode = CodeNetworkException
-				}
-				return nil
-			}
-			for _, rt := range r.Topics {
-				for _, rp := range rt.Partitions {
-					if i, ok := where[TopicPartition{rt.Topic, rp.Partition}]; ok {
-						out[i].ErrorCode, out[i].LeaderEpoch, out[i].EndOffset = rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset
-						delete(where, TopicPartition{rt.Topic, rp.Partition})
-					}
-				}
-			}
-			for _, i := range where {
-				out[i].ErrorCode = CodeUnknownTopicOrPartition
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for i := range out {
-		if leaderChangeCode(out[i].ErrorCode) {
-			s.forget(tps[i])
-		}
-	}
-	return out, nil
+	as, err := s.epochOffsets(ctx, false, pq)
+	return results(as, err, func(i int, a epochOffset) EpochResult {
+		return EpochResult{Topic: qs[i].Topic, Partition: qs[i].Partition, ErrorCode: a.code, LeaderEpoch: a.epoch, EndOffset: a.offset}
+	})
 }
 
 // ListOffsets implements Source with ListOffsets sent to each partition's leader.
 func (s *KafkaSource) ListOffsets(ctx context.Context, qs []OffsetQuery) ([]OffsetResult, error) {
-	out := make([]OffsetResult, len(qs))
+	pq := make([]partQuery, len(qs))
+	for i, q := range qs {
+		pq[i] = partQuery{TopicPartition{q.Topic, q.Partition}, q.CurrentLeaderEpoch, q.Timestamp}
+	}
+	as, err := s.epochOffsets(ctx, true, pq)
+	return results(as, err, func(i int, a epochOffset) OffsetResult {
+		return OffsetResult{Topic: qs[i].Topic, Partition: qs[i].Partition, ErrorCode: a.code, Offset: a.offset, LeaderEpoch: a.epoch}
+	})
+}
+
+// epochOffsets sends qs to their leaders as OffsetForLeaderEpoch (listing
+// false) or ListOffsets (listing true) requests, one per leader (and, for
+// ListOffsets, per timestamp: a request may not name a partition twice), and
+// returns each partition's answer; (-1, -1) with the error code when there is
+// none.
+func (s *KafkaSource) epochOffsets(ctx context.Context, listing bool, qs []partQuery) ([]epochOffset, error) {
+	out := make([]epochOffset, len(qs))
 	tps := make([]TopicPartition, len(qs))
 	for i, q := range qs {
-		tps[i] = TopicPartition{q.Topic, q.Partition}
-		out[i] = OffsetResult{Topic: q.Topic, Partition: q.Partition, Offset: -1, LeaderEpoch: epoch.UndefinedEpoch}
+		tps[i], out[i] = q.TopicPartition, epochOffset{code: CodeNone, epoch: epoch.UndefinedEpoch, offset: -1}
 	}
-	groups, _, noLeader := s.leaders(ctx, tps)
-	for _, i := range noLeader {
-		out[i].ErrorCode = CodeLeaderNotAvailable
-	}
-	var g errgroup.Group
-	for leader, idx := range groups {
-		g.Go(func() error {
-			// A request may not name a partition twice, so send one request
-			// per timestamp kind.
-			byTS := make(map[int64][]int)
-			for _, i := range idx {
-				byTS[qs[i].Timestamp] = append(byTS[qs[i].Timestamp], i)
-			}
-			for _, ids := range byTS {
-				s.listOffsetsFrom(ctx, leader, qs, ids, out)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for i := range out {
-		if leaderChangeCode(out[i].ErrorCode) {
-			s.forget(tps[i])
+	err := s.perLeader(ctx, tps, func(i int) *int16 { return &out[i].code }, func(leader int32, idx []int, _ []PartitionInfo) {
+		if !listing {
+			s.epochOffsetsFrom(ctx, leader, false, qs, idx, out)
+			return
 		}
+		byTS := make(map[int64][]int)
+		for _, i := range idx {
+			byTS[qs[i].arg] = append(byTS[qs[i].arg], i)
+		}
+		for _, ids := range byTS {
+			s.epochOffsetsFrom(ctx, leader, true, qs, ids, out)
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-func (s *KafkaSource) listOffsetsFrom(ctx context.Context, leader int32, qs []OffsetQuery, idx []int, out []OffsetResult) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = s.cfg.IsolationLevel
-	ti := make(map[string]int)
-	where := make(map[TopicPartition]int)
-	for _, i := range idx {
-		q := qs[i]
-		j, ok := ti[q.Topic]
-		if !ok {
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = q.Topic
-			req.Topics = append(req.Topics, rt)
-			j = len(req.Topics) - 1
-			ti[q.Topic] = j
-		}
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = q.Partition, q.CurrentLeaderEpoch, q.Timestamp
-		req.Topics[j].Partitions = append(req.Topics[j].Partitions, rp)
-		where[TopicPartition{q.Topic, q.Partition}] = i
+// results turns the answers as into the results of a Source method, made by
+// mk; nil and err when err is set.
+func results[R any](as []epochOffset, err error, mk func(i int, a epochOffset) R) ([]R, error) {
+	if err != nil {
+		return nil, err
 	}
-	resp, err := s.cl.Broker(int(leader)).Request(ctx, req)
-	r, ok := resp.(*kmsg.ListOffsetsResponse)
-	if err != nil || !ok {
-		for _, i := range idx {
-			out[i].ErrorCode = CodeNetworkException
-		}
-		return
+	out := make([]R, len(as))
+	for i, a := range as {
+		out[i] = mk(i, a)
 	}
-	for _, rt := range r.Topics {
-		for _, rp := range rt.Partitions {
-			tp := TopicPartition{rt.Topic, rp.Partition}
-			if i, ok := where[tp]; ok {
-				out[i].ErrorCode, out[i].Offset, out[i].LeaderEpoch = rp.ErrorCode, rp.Offset, rp.LeaderEpoch
-				delete(where, tp)
-			}
-		}
-	}
-	for _, i := range where {
-		out[i].ErrorCode = CodeUnknownTopicOrPartition
-	}
+	return out, nil
 }

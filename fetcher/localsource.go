@@ -79,35 +79,56 @@ func fenceCode(current, leader int32) int16 {
 	return CodeNone
 }
 
-// Fetch implements Source.
-func (s *LocalSource) Fetch(ctx context.Context, parts []FetchPartition) ([]FetchResult, error) {
+// each answers queries 0 … n-1 the way a Kafka leader starts every request:
+// query(i) names query i's partition and CurrentLeaderEpoch (and may set the
+// result's defaults); a partition not served gets CodeUnknownTopicOrPartition
+// and one whose CurrentLeaderEpoch fails fenceCode gets that code, through
+// code(i); every other query is answered by answer(i, p). A done ctx or a
+// closed source fails the whole call.
+func (s *LocalSource) each(ctx context.Context, n int, query func(i int) (TopicPartition, int32), code func(i int) *int16, answer func(i int, p localPartition) error) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]FetchResult, len(parts))
-	for i, fp := range parts {
-		r := &out[i]
-		r.Topic, r.Partition = fp.Topic, fp.Partition
-		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
-		p, ok, err := s.lookup(fp.TP())
+	for i := range n {
+		tp, current := query(i)
+		p, ok, err := s.lookup(tp)
 		if err != nil {
-			return nil, err
+			return err
 		}
+		c := code(i)
 		if !ok {
-			r.ErrorCode = CodeUnknownTopicOrPartition
+			*c = CodeUnknownTopicOrPartition
 			continue
 		}
-		if err := s.fetchOne(p.log, fp, r); err != nil {
-			return nil, err
+		if *c = fenceCode(current, p.log.LeaderEpoch()); *c != CodeNone {
+			continue
 		}
+		if err := answer(i, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Fetch implements Source.
+func (s *LocalSource) Fetch(ctx context.Context, parts []FetchPartition) ([]FetchResult, error) {
+	out := make([]FetchResult, len(parts))
+	err := s.each(ctx, len(parts), func(i int) (TopicPartition, int32) {
+		r, fp := &out[i], parts[i]
+		r.Topic, r.Partition = fp.Topic, fp.Partition
+		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
+		return fp.TP(), fp.CurrentLeaderEpoch
+	}, func(i int) *int16 { return &out[i].ErrorCode }, func(i int, p localPartition) error {
+		return s.fetchOne(p.log, parts[i], &out[i])
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
+// fetchOne answers fp from log, whose leader epoch fp passed.
 func (s *LocalSource) fetchOne(log Log, fp FetchPartition, r *FetchResult) error {
-	if r.ErrorCode = fenceCode(fp.CurrentLeaderEpoch, log.LeaderEpoch()); r.ErrorCode != CodeNone {
-		return nil
-	}
 	// Take the offsets before the read, as Kafka does, so appends racing
 	// with the read never expose data above the returned bound.
 	hw, lso, start, end := log.HighWatermark(), log.LastStableOffset(), log.LogStartOffset(), log.LogEndOffset()
@@ -168,25 +189,17 @@ func cutAtOffset(buf []byte, bound int64) []byte {
 
 // OffsetForLeaderEpoch implements Source.
 func (s *LocalSource) OffsetForLeaderEpoch(ctx context.Context, qs []EpochQuery) ([]EpochResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	out := make([]EpochResult, len(qs))
-	for i, q := range qs {
-		r := &out[i]
-		r.Topic, r.Partition, r.LeaderEpoch, r.EndOffset = q.Topic, q.Partition, epoch.UndefinedEpoch, epoch.UndefinedOffset
-		p, ok, err := s.lookup(TopicPartition{q.Topic, q.Partition})
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			r.ErrorCode = CodeUnknownTopicOrPartition
-			continue
-		}
-		if r.ErrorCode = fenceCode(q.CurrentLeaderEpoch, p.log.LeaderEpoch()); r.ErrorCode != CodeNone {
-			continue
-		}
-		r.LeaderEpoch, r.EndOffset = p.log.EndOffsetForEpoch(q.LeaderEpoch)
+	err := s.each(ctx, len(qs), func(i int) (TopicPartition, int32) {
+		q := qs[i]
+		out[i] = EpochResult{Topic: q.Topic, Partition: q.Partition, LeaderEpoch: epoch.UndefinedEpoch, EndOffset: epoch.UndefinedOffset}
+		return TopicPartition{q.Topic, q.Partition}, q.CurrentLeaderEpoch
+	}, func(i int) *int16 { return &out[i].ErrorCode }, func(i int, p localPartition) error {
+		out[i].LeaderEpoch, out[i].EndOffset = p.log.EndOffsetForEpoch(qs[i].LeaderEpoch)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -194,41 +207,38 @@ func (s *LocalSource) OffsetForLeaderEpoch(ctx context.Context, qs []EpochQuery)
 // ListOffsets implements Source. Latest is the high watermark (read_uncommitted)
 // or the last stable offset (read_committed), as for a Kafka consumer.
 func (s *LocalSource) ListOffsets(ctx context.Context, qs []OffsetQuery) ([]OffsetResult, error) {
-	if err := ctx.Err(); err != nil {
+	out := make([]OffsetResult, len(qs))
+	err := s.each(ctx, len(qs), func(i int) (TopicPartition, int32) {
+		q := qs[i]
+		out[i] = OffsetResult{Topic: q.Topic, Partition: q.Partition, Offset: -1, LeaderEpoch: epoch.UndefinedEpoch}
+		return TopicPartition{q.Topic, q.Partition}, q.CurrentLeaderEpoch
+	}, func(i int) *int16 { return &out[i].ErrorCode }, func(i int, p localPartition) error {
+		s.listOffset(p.log, qs[i].Timestamp, &out[i])
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	out := make([]OffsetResult, len(qs))
-	for i, q := range qs {
-		r := &out[i]
-		r.Topic, r.Partition, r.Offset, r.LeaderEpoch = q.Topic, q.Partition, -1, epoch.UndefinedEpoch
-		p, ok, err := s.lookup(TopicPartition{q.Topic, q.Partition})
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			r.ErrorCode = CodeUnknownTopicOrPartition
-			continue
-		}
-		if r.ErrorCode = fenceCode(q.CurrentLeaderEpoch, p.log.LeaderEpoch()); r.ErrorCode != CodeNone {
-			continue
-		}
-		switch q.Timestamp {
-		case EarliestTimestamp:
-			r.Offset = p.log.LogStartOffset()
-		case LatestTimestamp:
-			r.Offset = p.log.HighWatermark()
-			if s.isolation == ReadCommitted {
-				r.Offset = p.log.LastStableOffset()
-			}
-		default:
-			r.ErrorCode = CodeOffsetNotAvailable
-			continue
-		}
-		if e, ok := p.log.Epochs().EpochForOffset(r.Offset); ok {
-			r.LeaderEpoch = e
-		}
-	}
 	return out, nil
+}
+
+// listOffset answers a ListOffsets for timestamp ts from log.
+func (s *LocalSource) listOffset(log Log, ts int64, r *OffsetResult) {
+	switch ts {
+	case EarliestTimestamp:
+		r.Offset = log.LogStartOffset()
+	case LatestTimestamp:
+		r.Offset = log.HighWatermark()
+		if s.isolation == ReadCommitted {
+			r.Offset = log.LastStableOffset()
+		}
+	default:
+		r.ErrorCode = CodeOffsetNotAvailable
+		return
+	}
+	if e, ok := log.Epochs().EpochForOffset(r.Offset); ok {
+		r.LeaderEpoch = e
+	}
 }
 
 // PartitionInfo implements Source: the leader is this process (id 0) and the

@@ -25,8 +25,7 @@ func FuzzFetchResponse(f *testing.F) {
 	f.Add(emptyBatch(f, 0, 1, 7, 3), int64(8), int8(1), int32(1), int64(4))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, int64(1), int8(0), int32(0), int64(0))
 	f.Fuzz(func(t *testing.T, data []byte, hw int64, srcEpoch int8, divEpoch int32, divEnd int64) {
-		cfg := Config{}
-		cfg.defaults()
+		cfg := Config{}.withDefaults()
 		fe := &Fetcher{cfg: cfg, status: map[TopicPartition]Status{}}
 		l := NewMemoryLog(MemoryLogOptions{SyncEveryAppend: true})
 		_, err := l.BumpLeaderEpoch(4)

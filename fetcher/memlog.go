@@ -3,9 +3,6 @@ package fetcher
 import (
 	"fmt"
 	"sort"
-	"sync"
-
-	"github.com/kmirror/kmirror/epoch"
 )
 
 // MemoryLogOptions configures a MemoryLog. The zero value is a log starting
@@ -34,8 +31,7 @@ type memBatch struct {
 // batches are durable after Flush (or at once with SyncEveryAppend). Safe for
 // concurrent use.
 type MemoryLog struct {
-	mu      sync.RWMutex
-	st      logState
+	guarded // mu guards st and the fields below
 	batches []memBatch
 	floor   int64 // log end implied by the last truncation (an empty tail)
 	durable int   // batches[:durable] survive Crash
@@ -52,7 +48,7 @@ var _ Log = (*MemoryLog)(nil)
 func NewMemoryLog(opts MemoryLogOptions) *MemoryLog {
 	start := max(opts.StartOffset, 0)
 	return &MemoryLog{
-		st:       newLogState(start),
+		guarded:  guarded{st: newLogState(start)},
 		floor:    start,
 		syncEach: opts.SyncEveryAppend,
 		failAppN: opts.FailAppendN,
@@ -184,10 +180,7 @@ func (m *MemoryLog) AppendAsLeader(batch []byte) (int64, error) {
 func (m *MemoryLog) Truncate(offset int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	if err := checkOffset(offset); err != nil {
+	if err := m.truncatableLocked(offset); err != nil {
 		return err
 	}
 	if offset >= m.st.logEnd {
@@ -215,6 +208,15 @@ func (m *MemoryLog) Truncate(offset int64) error {
 	return nil
 }
 
+// truncatableLocked is the check Truncate and TruncateFullyAndStartAt start
+// with: an open log and a valid offset.
+func (m *MemoryLog) truncatableLocked(offset int64) error {
+	if m.closed {
+		return ErrClosed
+	}
+	return checkOffset(offset)
+}
+
 func (m *MemoryLog) truncateFullyLocked(offset int64) {
 	m.batches, m.durable, m.floor = nil, 0, offset
 	m.st.resetTo(offset)
@@ -224,49 +226,11 @@ func (m *MemoryLog) truncateFullyLocked(offset int64) {
 func (m *MemoryLog) TruncateFullyAndStartAt(offset int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	if err := checkOffset(offset); err != nil {
+	if err := m.truncatableLocked(offset); err != nil {
 		return err
 	}
 	m.truncateFullyLocked(offset)
 	return nil
-}
-
-// LogStartOffset implements Log.
-func (m *MemoryLog) LogStartOffset() int64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.logStart
-}
-
-// LogEndOffset implements Log.
-func (m *MemoryLog) LogEndOffset() int64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.logEnd
-}
-
-// HighWatermark implements Log.
-func (m *MemoryLog) HighWatermark() int64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.hw
-}
-
-// LastStableOffset implements Log.
-func (m *MemoryLog) LastStableOffset() int64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.lastStable()
-}
-
-// OpenTransactions implements Log.
-func (m *MemoryLog) OpenTransactions() []OpenTxn {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.openTxns()
 }
 
 // Read implements Log.
@@ -289,34 +253,6 @@ func (m *MemoryLog) Read(offset int64, maxBytes int) ([]byte, error) {
 		out = append(out, d...)
 	}
 	return out, nil
-}
-
-// Epochs implements Log.
-func (m *MemoryLog) Epochs() *epoch.Cache {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.epochs.Clone()
-}
-
-// EndOffsetForEpoch implements Log.
-func (m *MemoryLog) EndOffsetForEpoch(e int32) (int32, int64) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.endOffsetForEpoch(e)
-}
-
-// LatestEpoch implements Log.
-func (m *MemoryLog) LatestEpoch() int32 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.epochs.LatestEpoch()
-}
-
-// LeaderEpoch implements Log.
-func (m *MemoryLog) LeaderEpoch() int32 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.leaderEpoch
 }
 
 // BumpLeaderEpoch implements Log.

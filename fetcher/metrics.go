@@ -1,8 +1,6 @@
 package fetcher
 
 import (
-	"context"
-	"log/slog"
 	"time"
 
 	"github.com/kmirror/kmirror/epoch"
@@ -91,45 +89,3 @@ func (NopEvents) OnFailed(TopicPartition, error) {}
 
 // OnProgress implements Events.
 func (NopEvents) OnProgress(TopicPartition, Progress) {}
-
-// Logger is the small logging interface the fetcher writes to. args are
-// alternating key/value pairs, as in log/slog.
-type Logger interface {
-	Debug(msg string, args ...any)
-	Info(msg string, args ...any)
-	Warn(msg string, args ...any)
-	Error(msg string, args ...any)
-}
-
-// NopLogger discards everything.
-type NopLogger struct{}
-
-// Debug implements Logger.
-func (NopLogger) Debug(string, ...any) {}
-
-// Info implements Logger.
-func (NopLogger) Info(string, ...any) {}
-
-// Warn implements Logger.
-func (NopLogger) Warn(string, ...any) {}
-
-// Error implements Logger.
-func (NopLogger) Error(string, ...any) {}
-
-// SlogLogger adapts a *slog.Logger to Logger.
-func SlogLogger(l *slog.Logger) Logger { return slogAdapter{l} }
-
-type slogAdapter struct{ l *slog.Logger }
-
-func (s slogAdapter) Debug(msg string, args ...any) {
-	s.l.Log(context.Background(), slog.LevelDebug, msg, args...)
-}
-func (s slogAdapter) Info(msg string, args ...any) {
-	s.l.Log(context.Background(), slog.LevelInfo, msg, args...)
-}
-func (s slogAdapter) Warn(msg string, args ...any) {
-	s.l.Log(context.Background(), slog.LevelWarn, msg, args...)
-}
-func (s slogAdapter) Error(msg string, args ...any) {
-	s.l.Log(context.Background(), slog.LevelError, msg, args...)
-}

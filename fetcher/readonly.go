@@ -6,31 +6,18 @@ package fetcher
 // skip the check. Replication (Append) and the library's own control batches (ABORT,
 // COMMIT, MIRROR_PID_RESET, written with AppendAsLeader) are not client writes and pass.
 
-// SetReadOnly implements Log.
-func (m *MemoryLog) SetReadOnly(readOnly bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.st.readOnly = readOnly
+// SetReadOnly implements Log. The flag is not stored by the log (nor in a
+// FileLog's directory): the Destination that owns the partition persists it
+// and sets it again after open.
+func (g *guarded) SetReadOnly(readOnly bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.st.readOnly = readOnly
 }
 
 // ReadOnly implements Log.
-func (m *MemoryLog) ReadOnly() bool {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.st.readOnly
-}
-
-// SetReadOnly implements Log. The flag is not stored in the log directory: the
-// Destination that owns the partition persists it and sets it again after open.
-func (l *FileLog) SetReadOnly(readOnly bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.st.readOnly = readOnly
-}
-
-// ReadOnly implements Log.
-func (l *FileLog) ReadOnly() bool {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.st.readOnly
+func (g *guarded) ReadOnly() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.st.readOnly
 }

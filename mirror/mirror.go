@@ -485,7 +485,7 @@ func (m *Mirror) fetcherConfig(cfg MirrorConfig, ev fetcher.Events) fetcher.Conf
 	return fetcher.Config{
 		PartitionMaxBytes: cfg.FetchPartitionMaxBytes,
 		Events:            ev,
-		Logger:            fetcher.SlogLogger(m.log),
+		Logger:            m.log,
 		StopOnDivergence:  cfg.SupportUncleanLeaderElec,
 		IdleWait:          m.cfg.FetchIdleWait,
 		// socket.timeout.ms: a source unreachable for longer fails the partitions

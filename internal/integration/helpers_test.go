@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -386,10 +387,23 @@ func (l *testLogger) stop() {
 	l.done = true
 }
 
-func (l *testLogger) Debug(string, ...any)          {}
-func (l *testLogger) Info(string, ...any)           {}
-func (l *testLogger) Warn(msg string, args ...any)  { l.log("WARN", msg, args) }
-func (l *testLogger) Error(msg string, args ...any) { l.log("ERROR", msg, args) }
+// Enabled implements slog.Handler: warnings and errors only.
+func (l *testLogger) Enabled(_ context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn
+}
+
+func (l *testLogger) Handle(_ context.Context, r slog.Record) error {
+	var args []any
+	r.Attrs(func(a slog.Attr) bool {
+		args = append(args, a.Key, a.Value.Any())
+		return true
+	})
+	l.log(r.Level.String(), r.Message, args)
+	return nil
+}
+
+func (l *testLogger) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *testLogger) WithGroup(string) slog.Handler      { return l }
 
 // mirror is a running kmirror fetch path: one KafkaSource on cluster A, one Fetcher, one
 // FileLog per mirrored partition.
@@ -415,7 +429,7 @@ func startMirror(t testing.TB, brokers []string, tps []fetcher.TopicPartition, o
 	require.NoError(t, err)
 	m := &mirror{src: src, events: &events{}, logs: make(map[fetcher.TopicPartition]*fetcher.FileLog), root: t.TempDir()}
 	logger := &testLogger{t: t}
-	f, err := fetcher.NewFetcher(src, fetcher.Config{Events: m.events, Logger: logger, PartitionMaxBytes: opts.PartitionMaxBytes})
+	f, err := fetcher.NewFetcher(src, fetcher.Config{Events: m.events, Logger: slog.New(logger), PartitionMaxBytes: opts.PartitionMaxBytes})
 	require.NoError(t, err)
 	m.f = f
 	t.Cleanup(func() {

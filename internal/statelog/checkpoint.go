@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/kmirror/kmirror/internal/atomicfile"
 )
 
 // File names inside a log directory.
@@ -90,37 +92,16 @@ func writeCheckpoint(dir string, c checkpoint) error {
 	return writeFileAtomic(dir, CheckpointFile, encodeCheckpoint(c))
 }
 
-// writeFileAtomic replaces dir/name: temp file, fsync, rename, fsync of dir.
+// writeFileAtomic replaces dir/name (atomicfile.WriteFile).
 func writeFileAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, name+".tmp*")
-	if err != nil {
+	if err := atomicfile.WriteFile(dir, name, data, 0o600); err != nil {
 		return fmt.Errorf("statelog: write %s: %w", name, err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("statelog: write %s: %w", name, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("statelog: sync %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("statelog: close %s: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("statelog: rename %s: %w", name, err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("statelog: open dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("statelog: sync dir: %w", err)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/internal/atomicfile"
 	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/records"
 )
@@ -420,37 +421,16 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-// writeJSON replaces dir/name atomically: temp file, fsync, rename, fsync of dir.
+// writeJSON replaces dir/name atomically (atomicfile.WriteFile).
 func writeJSON(dir, name string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, name+".tmp*")
-	if err != nil {
+	if err := atomicfile.WriteFile(dir, name, data, 0o600); err != nil {
 		return fmt.Errorf("mirror: write %s: %w", name, err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("mirror: write %s: %w", name, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("mirror: sync %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("mirror: rename %s: %w", name, err)
-	}
-	df, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer df.Close()
-	return df.Sync()
+	return nil
 }
 
 var (
