@@ -138,8 +138,10 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 // state partition is loading wait for the load, and NOT_COORDINATOR answers are retried.
 func (m *Mirror) Coordinator() *coordinator.Runtime { return m.coord }
 
-// Controller returns the controller of desired states and mirror definitions.
-func (m *Mirror) Controller() *Controller { return m.ctrl }
+// Controller returns the read-only view of the controller of desired states and mirror
+// definitions. Desired states change only through the workflows (StartMirrorTopics,
+// StopMirrorTopics, ...), which check the actual partition states first.
+func (m *Mirror) Controller() ControllerView { return m.ctrl.View() }
 
 // Destination returns the destination cluster.
 func (m *Mirror) Destination() Destination { return m.dest }

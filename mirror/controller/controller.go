@@ -95,8 +95,16 @@ func OpenController(ctx context.Context, log ControllerLog) (*Controller, error)
 }
 
 // Watch registers fn to be called, after every durable change, with the new desired state
-// of each topic the change touched. fn runs with the controller's lock released but in
-// change order; it must not block for long.
+// of each topic the change touched, in change order.
+//
+// fn runs synchronously inside the mutating call (CreateMirror, StartTopics, StopTopics,
+// PauseTopics, ResumeTopics, DeleteMirror) with the controller's lock held, after the
+// records are durable and applied and before that call returns: a caller that gets a
+// result back knows every watcher has seen the change. Consequences: fn must not call
+// any method of the Controller (or of its View) — the lock is not reentrant, so that
+// deadlocks — nor wait for a goroutine that does; and while fn runs every other
+// Controller call waits, so fn must not block for long. A watcher registered during a
+// change first sees the next one.
 func (c *Controller) Watch(fn func(TopicState)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -426,7 +434,8 @@ func (c *Controller) sortedTopicsLocked() []*TopicState {
 	return out
 }
 
-// commitLocked appends recs durably, then applies them and tells the watchers.
+// commitLocked appends recs durably, then applies them and tells the watchers (with
+// c.mu held, see Watch).
 func (c *Controller) commitLocked(ctx context.Context, recs []records.ControllerRecord) error {
 	if len(recs) == 0 {
 		return nil
