@@ -197,24 +197,14 @@ func (c *Controller) CreateMirror(ctx context.Context, name string, configs map[
 // name is TOPIC_ALREADY_EXISTS; a topic active in another mirror, or PAUSED here, is
 // INVALID_CLUSTER_MIRROR_STATES; a topic already MIRRORING here succeeds with no change.
 func (c *Controller) StartTopics(ctx context.Context, name string, topics []TopicMeta, include, exclude []string) ([]TopicResult, error) {
-	if err := ValidatePatterns(include, exclude); err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.mirrors[name]
-	if !ok {
-		return nil, UnknownMirror(name)
+	cfg, raw, err := c.patternsLocked(name, include, exclude)
+	if err != nil {
+		return nil, err
 	}
 	var recs []records.ControllerRecord
-	cfg := m.Config
-	if len(include) > 0 || len(exclude) > 0 {
-		raw := withPatterns(m, include, exclude)
-		parsed, err := ParseMirrorConfig(raw)
-		if err != nil {
-			return nil, err
-		}
-		cfg = parsed
+	if raw != nil {
 		recs = append(recs, mirrorRecord(name, raw))
 		for _, t := range c.topics {
 			if t.Mirror == name && t.Desired != statemachine.DesiredStopped && cfg.ExcludesTopic(t.Topic) {
@@ -241,23 +231,11 @@ func (c *Controller) StartTopics(ctx context.Context, name string, topics []Topi
 // destination topic. It returns one error (nil = would start) per topic, in order, or
 // an error for the whole request (unknown mirror, bad patterns).
 func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclude []string) ([]error, error) {
-	if err := ValidatePatterns(include, exclude); err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.mirrors[name]
-	if !ok {
-		return nil, UnknownMirror(name)
-	}
-	cfg := m.Config
-	if len(include) > 0 || len(exclude) > 0 {
-		raw := withPatterns(m, include, exclude)
-		parsed, err := ParseMirrorConfig(raw)
-		if err != nil {
-			return nil, err
-		}
-		cfg = parsed
+	cfg, _, err := c.patternsLocked(name, include, exclude)
+	if err != nil {
+		return nil, err
 	}
 	errs := make([]error, len(topics))
 	for i, tm := range topics {
@@ -301,27 +279,23 @@ func (c *Controller) alreadyMirroringLocked(name, topic string) bool {
 // newer is refused with INVALID_CLUSTER_MIRROR_STATES. A topic already STOPPED succeeds
 // with no change.
 func (c *Controller) StopTopics(ctx context.Context, name string, topics, patterns []string, stateOffset int64) ([]TopicResult, error) {
-	if err := ValidatePatterns(patterns, nil); err != nil {
+	match, err := NewTopicMatcher(patterns, nil)
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.mirrors[name]
-	if !ok {
-		return nil, UnknownMirror(name)
+	_, raw, err := c.patternsLocked(name, nil, patterns)
+	if err != nil {
+		return nil, err
 	}
 	var recs []records.ControllerRecord
 	names := append([]string(nil), topics...)
-	if len(patterns) > 0 {
-		raw := withPatterns(m, nil, patterns)
+	if raw != nil {
 		recs = append(recs, mirrorRecord(name, raw))
-		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(patterns), KeyTopicsExclude: ""})
-		if err != nil {
-			return nil, err
-		}
 		asked := setOf(names)
 		for _, t := range c.topics {
-			if t.Mirror == name && pc.IncludesTopic(t.Topic) && !asked[t.Topic] {
+			if t.Mirror == name && match.Includes(t.Topic) && !asked[t.Topic] {
 				names = append(names, t.Topic)
 			}
 		}
@@ -536,6 +510,29 @@ func ValidatePatterns(a, b []string) error {
 		}
 	}
 	return nil
+}
+
+// patternsLocked returns the config of mirror name with include and exclude patterns
+// added (withPatterns) and its raw configs, nil when there are no patterns (the config
+// is then the mirror's own). Unknown mirror: UNKNOWN_CLUSTER_MIRROR; a bad pattern:
+// INVALID_REQUEST (ValidatePatterns).
+func (c *Controller) patternsLocked(name string, include, exclude []string) (MirrorConfig, map[string]string, error) {
+	if err := ValidatePatterns(include, exclude); err != nil {
+		return MirrorConfig{}, nil, err
+	}
+	m, ok := c.mirrors[name]
+	if !ok {
+		return MirrorConfig{}, nil, UnknownMirror(name)
+	}
+	if len(include) == 0 && len(exclude) == 0 {
+		return m.Config, nil, nil
+	}
+	raw := withPatterns(m, include, exclude)
+	cfg, err := ParseMirrorConfig(raw)
+	if err != nil {
+		return MirrorConfig{}, nil, err
+	}
+	return cfg, raw, nil
 }
 
 // withPatterns returns m's raw configs with include patterns added to its topic includes
