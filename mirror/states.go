@@ -232,7 +232,7 @@ func (m *Mirror) BumpLeaderEpochs(ctx context.Context, req *admin.BumpLeaderEpoc
 			}
 			if err != nil {
 				rp.ErrorCode = int16(admin.CodeOf(err))
-				msg := err.Error()
+				msg := admin.MessageOf(err) // the code is named by ErrorCode
 				rp.ErrorMessage = &msg
 			}
 			rt.Partitions = append(rt.Partitions, rp)
