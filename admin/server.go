@@ -320,14 +320,10 @@ func (s *Server) call(rc *RequestContext, req kmsg.Request) (resp kmsg.Response,
 	return resp, false, nil
 }
 
-// herrMessage is the ErrorMessage for a handler error: the message of an
-// *Error returned as is, the error text otherwise.
-func herrMessage(err error) string {
-	if e, ok := err.(*Error); ok {
-		return e.Message
-	}
-	return err.Error()
-}
+// herrMessage is the ErrorMessage for a handler error (MessageOf): the message of
+// an *Error, with the context wrapped around it but not its code, which the
+// ErrorCode carries; the error text otherwise.
+func herrMessage(err error) string { return MessageOf(err) }
 
 // handleAPIVersions answers ApiVersions with exactly the implemented RPCs
 // (the mirror RPCs and the ExtraAPI keys).
