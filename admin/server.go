@@ -117,21 +117,10 @@ type Server struct {
 
 // NewServer returns a Server; it does not listen until Serve.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	if cfg.Handler == nil {
-		return nil, errors.New("admin: ServerConfig.Handler is nil")
-	}
-	if cfg.MaxRequestSize < 0 {
-		return nil, fmt.Errorf("admin: negative MaxRequestSize %d", cfg.MaxRequestSize)
-	}
-	if cfg.MaxRequestSize == 0 {
-		cfg.MaxRequestSize = DefaultMaxRequestSize
-	}
-	if cfg.Principal == nil {
-		cfg.Principal = DefaultPrincipal
-	}
-	if err := cfg.applyLimits(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	extra, err := checkExtra(cfg.Extra)
 	if err != nil {
 		return nil, err
