@@ -142,17 +142,35 @@ func (g *gen) versionMethods(m *message) {
 	g.p("")
 }
 
+// kindMethod is the ResponseKind method of a request and the RequestKind method of a
+// response: %[1]s the type, %[2]s the method, %[3]s the other type, %[4]s "request"
+// or "response", %[5]s the kmsg interface returned.
+const kindMethod = `// %[2]s returns an empty %[3]s with defaults, at the %[4]s's version.
+func (v *%[1]s) %[2]s() kmsg.%[5]s {
+	r := New%[3]s()
+	r.Version = v.Version
+	return &r
+}
+`
+
+// accessors emits two one-line methods of type name, each after its doc comment, when
+// the message has the fields they read (cond).
+func (g *gen) accessors(cond bool, name string, pairs ...[2]string) {
+	if !cond {
+		return
+	}
+	for _, dm := range pairs {
+		g.p("// %s", dm[0])
+		g.p(dm[1], name)
+		g.p("")
+	}
+}
+
 // requestMethods emits ResponseKind, RequestWith and, with a TimeoutMs field, the
 // timeout accessors of a request.
 func (g *gen) requestMethods(m, other *message) {
 	name := m.Name
-	g.p("// ResponseKind returns an empty %s with defaults, at the request's version.", other.Name)
-	g.p("func (v *%s) ResponseKind() kmsg.Response {", name)
-	g.p("\tr := New%s()", other.Name)
-	g.p("\tr.Version = v.Version")
-	g.p("\treturn &r")
-	g.p("}")
-	g.p("")
+	g.p(kindMethod, name, "ResponseKind", other.Name, "request", "Response")
 	g.p("// RequestWith issues the request with r and returns the typed response.")
 	g.p("func (v *%s) RequestWith(ctx context.Context, r kmsg.Requestor) (*%s, error) {", name, other.Name)
 	g.p("\tkresp, err := r.Request(ctx, v)")
@@ -160,43 +178,22 @@ func (g *gen) requestMethods(m, other *message) {
 	g.p("\treturn resp, err")
 	g.p("}")
 	g.p("")
-	if hasField(m.Fields, "TimeoutMs", "int32", m.valid) {
-		g.p("// Timeout returns the request's TimeoutMs.")
-		g.p("func (v *%s) Timeout() int32 { return v.TimeoutMs }", name)
-		g.p("")
-		g.p("// SetTimeout sets the request's TimeoutMs.")
-		g.p("func (v *%s) SetTimeout(timeoutMillis int32) { v.TimeoutMs = timeoutMillis }", name)
-		g.p("")
-	}
+	g.accessors(hasField(m.Fields, "TimeoutMs", "int32", m.valid), name,
+		[2]string{"Timeout returns the request's TimeoutMs.", "func (v *%s) Timeout() int32 { return v.TimeoutMs }"},
+		[2]string{"SetTimeout sets the request's TimeoutMs.", "func (v *%s) SetTimeout(timeoutMillis int32) { v.TimeoutMs = timeoutMillis }"})
 }
 
 // responseMethods emits RequestKind and, with the fields for them, the throttle and
 // top-level error accessors of a response.
 func (g *gen) responseMethods(m, other *message) {
 	name := m.Name
-	g.p("// RequestKind returns an empty %s with defaults, at the response's version.", other.Name)
-	g.p("func (v *%s) RequestKind() kmsg.Request {", name)
-	g.p("\tr := New%s()", other.Name)
-	g.p("\tr.Version = v.Version")
-	g.p("\treturn &r")
-	g.p("}")
-	g.p("")
-	if hasField(m.Fields, "ThrottleTimeMs", "int32", m.valid) {
-		g.p("// Throttle returns ThrottleTimeMs; the throttle applies after the response.")
-		g.p("func (v *%s) Throttle() (int32, bool) { return v.ThrottleTimeMs, true }", name)
-		g.p("")
-		g.p("// SetThrottle sets ThrottleTimeMs.")
-		g.p("func (v *%s) SetThrottle(throttleMillis int32) { v.ThrottleTimeMs = throttleMillis }", name)
-		g.p("")
-	}
-	if hasField(m.Fields, "ErrorCode", "int16", m.valid) && hasField(m.Fields, "ErrorMessage", "string", m.valid) {
-		g.p("// SetError sets the top-level ErrorCode and ErrorMessage.")
-		g.p("func (v *%s) SetError(code int16, message *string) { v.ErrorCode, v.ErrorMessage = code, message }", name)
-		g.p("")
-		g.p("// TopLevelError returns the top-level ErrorCode and ErrorMessage.")
-		g.p("func (v *%s) TopLevelError() (int16, *string) { return v.ErrorCode, v.ErrorMessage }", name)
-		g.p("")
-	}
+	g.p(kindMethod, name, "RequestKind", other.Name, "response", "Request")
+	g.accessors(hasField(m.Fields, "ThrottleTimeMs", "int32", m.valid), name,
+		[2]string{"Throttle returns ThrottleTimeMs; the throttle applies after the response.", "func (v *%s) Throttle() (int32, bool) { return v.ThrottleTimeMs, true }"},
+		[2]string{"SetThrottle sets ThrottleTimeMs.", "func (v *%s) SetThrottle(throttleMillis int32) { v.ThrottleTimeMs = throttleMillis }"})
+	g.accessors(hasField(m.Fields, "ErrorCode", "int16", m.valid) && hasField(m.Fields, "ErrorMessage", "string", m.valid), name,
+		[2]string{"SetError sets the top-level ErrorCode and ErrorMessage.", "func (v *%s) SetError(code int16, message *string) { v.ErrorCode, v.ErrorMessage = code, message }"},
+		[2]string{"TopLevelError returns the top-level ErrorCode and ErrorMessage.", "func (v *%s) TopLevelError() (int16, *string) { return v.ErrorCode, v.ErrorMessage }"})
 }
 
 // codecMethods emits AppendTo, ReadFrom and ReadFromLimit of a top-level message.
