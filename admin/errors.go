@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Code is a Kafka protocol error code as carried in the ErrorCode fields of
@@ -228,6 +229,41 @@ func CodeOf(err error) Code {
 		return e.Code
 	}
 	return CodeUnknownServerError
+}
+
+// MessageOf is the text of err for the ErrorMessage field of a response whose ErrorCode
+// is CodeOf(err). The code travels as a number and the reader names it (Error, a CLI), so
+// the message leaves out the "admin: NAME (n)" of the *Error in err's chain and keeps the
+// context wrapped around it: fmt.Errorf("start: %w", Errorf(CodeX, "no such topic"))
+// gives "start: no such topic", an *Error alone its Message. The chain is followed
+// through single Unwrap steps whose text ends with their cause's text (as fmt.Errorf's
+// "...: %w" does); an error with no *Error in such a chain, or one that renders its cause
+// otherwise (errors.Join), is given whole.
+func MessageOf(err error) string {
+	var b strings.Builder
+	for err != nil {
+		if e, ok := err.(*Error); ok {
+			if e.Message == "" {
+				return strings.TrimSuffix(b.String(), ": ")
+			}
+			return b.String() + e.Message
+		}
+		inner := errors.Unwrap(err)
+		var ae *Error
+		if inner == nil || !errors.As(inner, &ae) {
+			break
+		}
+		context, ok := strings.CutSuffix(err.Error(), inner.Error())
+		if !ok {
+			break
+		}
+		b.WriteString(context)
+		err = inner
+	}
+	if err == nil {
+		return b.String()
+	}
+	return b.String() + err.Error()
 }
 
 // ErrorFromResponse turns a response's (ErrorCode, ErrorMessage) pair into an

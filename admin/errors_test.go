@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -129,4 +130,32 @@ func TestResponseCodesWalker(t *testing.T) {
 	m.Topics = append(m.Topics, tp)
 	r.Mirrors = append(r.Mirrors, m)
 	require.Equal(t, []Code{1, 2, 3}, responseCodes(&r))
+}
+
+// TestMessageOfNamesTheCodeOnce checks that the response message of an error never
+// repeats the "admin: NAME (n)" that its ErrorCode already carries, and that the
+// client-side error built from code and message names the code once.
+func TestMessageOfNamesTheCodeOnce(t *testing.T) {
+	inner := Errorf(CodeInvalidClusterMirrorStates, "cannot pause topic %q partition 0 in state PAUSED", "t")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{inner, `cannot pause topic "t" partition 0 in state PAUSED`},
+		{fmt.Errorf("pause: %w", inner), `pause: cannot pause topic "t" partition 0 in state PAUSED`},
+		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", inner)), `a: b: cannot pause topic "t" partition 0 in state PAUSED`},
+		{fmt.Errorf("persist: %w", NewError(CodeNotController, "")), "persist"},
+		{errors.New("plain"), "plain"},
+		{fmt.Errorf("x: %w", errors.New("plain")), "x: plain"},
+	} {
+		msg := MessageOf(tc.err)
+		require.Equal(t, tc.want, msg)
+		if tc.err == nil {
+			continue
+		}
+		code := CodeOf(tc.err)
+		back := ErrorFromResponse(int16(code), &msg)
+		require.Equal(t, 1, strings.Count(back.Error(), code.String()), back.Error())
+	}
 }

@@ -75,13 +75,16 @@ func TestServerLimitsValidation(t *testing.T) {
 		_, err := NewServer(cfg)
 		require.Error(t, err, "%+v", cfg)
 	}
-	cfg := ServerConfig{MaxRequestSize: 1 << 30}
-	require.NoError(t, cfg.applyLimits())
+	given := ServerConfig{Handler: UnimplementedHandler{}, MaxRequestSize: 1 << 30}
+	require.NoError(t, given.validate())
+	cfg := given.withDefaults()
 	require.Equal(t, int64(2<<30), cfg.MaxInFlightBytes, "the budget must hold the largest frame")
 	require.Equal(t, DefaultIdleTimeout, cfg.IdleTimeout)
-	cfg = ServerConfig{MaxRequestSize: 1 << 20, IdleTimeout: -1}
-	require.NoError(t, cfg.applyLimits())
+	require.Zero(t, given.MaxInFlightBytes, "withDefaults works on a copy")
+	cfg = ServerConfig{MaxRequestSize: 1 << 20, IdleTimeout: -1}.withDefaults()
 	require.Zero(t, cfg.IdleTimeout, "negative disables")
+	require.Equal(t, DefaultMaxInFlightRequests, cfg.MaxInFlightRequests)
+	require.Error(t, ServerConfig{}.validate(), "a Handler is required")
 }
 
 func TestTemporaryAcceptError(t *testing.T) {

@@ -117,21 +117,10 @@ type Server struct {
 
 // NewServer returns a Server; it does not listen until Serve.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	if cfg.Handler == nil {
-		return nil, errors.New("admin: ServerConfig.Handler is nil")
-	}
-	if cfg.MaxRequestSize < 0 {
-		return nil, fmt.Errorf("admin: negative MaxRequestSize %d", cfg.MaxRequestSize)
-	}
-	if cfg.MaxRequestSize == 0 {
-		cfg.MaxRequestSize = DefaultMaxRequestSize
-	}
-	if cfg.Principal == nil {
-		cfg.Principal = DefaultPrincipal
-	}
-	if err := cfg.applyLimits(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	extra, err := checkExtra(cfg.Extra)
 	if err != nil {
 		return nil, err
@@ -320,14 +309,10 @@ func (s *Server) call(rc *RequestContext, req kmsg.Request) (resp kmsg.Response,
 	return resp, false, nil
 }
 
-// herrMessage is the ErrorMessage for a handler error: the message of an
-// *Error returned as is, the error text otherwise.
-func herrMessage(err error) string {
-	if e, ok := err.(*Error); ok {
-		return e.Message
-	}
-	return err.Error()
-}
+// herrMessage is the ErrorMessage for a handler error (MessageOf): the message of
+// an *Error, with the context wrapped around it but not its code, which the
+// ErrorCode carries; the error text otherwise.
+func herrMessage(err error) string { return MessageOf(err) }
 
 // handleAPIVersions answers ApiVersions with exactly the implemented RPCs
 // (the mirror RPCs and the ExtraAPI keys).

@@ -39,8 +39,31 @@ const (
 	acceptBackoffMax = time.Second
 )
 
-// applyLimits fills in the defaults of the limit fields and checks them.
-func (cfg *ServerConfig) applyLimits() error {
+// validate checks cfg as given, zero fields standing for their defaults (a negative
+// timeout disables it). It never changes cfg: withDefaults does that, on a copy.
+func (cfg ServerConfig) validate() error {
+	switch {
+	case cfg.Handler == nil:
+		return errors.New("admin: ServerConfig.Handler is nil")
+	case cfg.MaxRequestSize < 0:
+		return fmt.Errorf("admin: negative MaxRequestSize %d", cfg.MaxRequestSize)
+	case cfg.MaxInFlightRequests < 0:
+		return fmt.Errorf("admin: negative MaxInFlightRequests %d", cfg.MaxInFlightRequests)
+	case cfg.MaxInFlightBytes < 0:
+		return fmt.Errorf("admin: negative MaxInFlightBytes %d", cfg.MaxInFlightBytes)
+	case cfg.MaxDecodedElements < 0:
+		return fmt.Errorf("admin: negative MaxDecodedElements %d", cfg.MaxDecodedElements)
+	case cfg.MaxExtraRequestSize < 0:
+		return fmt.Errorf("admin: negative MaxExtraRequestSize %d", cfg.MaxExtraRequestSize)
+	}
+	return nil
+}
+
+// withDefaults returns cfg with every zero field set to its default and every negative
+// timeout to 0 (disabled): the one place the defaults of a ServerConfig live. The byte
+// budget is raised, when needed, so that the largest frame always fits (it would wait
+// forever otherwise).
+func (cfg ServerConfig) withDefaults() ServerConfig {
 	dur := func(d *time.Duration, def time.Duration) {
 		switch {
 		case *d == 0:
@@ -52,15 +75,11 @@ func (cfg *ServerConfig) applyLimits() error {
 	dur(&cfg.IdleTimeout, DefaultIdleTimeout)
 	dur(&cfg.ReadTimeout, DefaultReadTimeout)
 	dur(&cfg.WriteTimeout, DefaultWriteTimeout)
-	switch {
-	case cfg.MaxInFlightRequests < 0:
-		return fmt.Errorf("admin: negative MaxInFlightRequests %d", cfg.MaxInFlightRequests)
-	case cfg.MaxInFlightBytes < 0:
-		return fmt.Errorf("admin: negative MaxInFlightBytes %d", cfg.MaxInFlightBytes)
-	case cfg.MaxDecodedElements < 0:
-		return fmt.Errorf("admin: negative MaxDecodedElements %d", cfg.MaxDecodedElements)
-	case cfg.MaxExtraRequestSize < 0:
-		return fmt.Errorf("admin: negative MaxExtraRequestSize %d", cfg.MaxExtraRequestSize)
+	if cfg.MaxRequestSize == 0 {
+		cfg.MaxRequestSize = DefaultMaxRequestSize
+	}
+	if cfg.Principal == nil {
+		cfg.Principal = DefaultPrincipal
 	}
 	if cfg.MaxInFlightRequests == 0 {
 		cfg.MaxInFlightRequests = DefaultMaxInFlightRequests
@@ -74,12 +93,11 @@ func (cfg *ServerConfig) applyLimits() error {
 	if cfg.MaxInFlightBytes == 0 {
 		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
-	// A frame must always fit in the byte budget, or it would wait forever.
 	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxRequestSize, false))
 	if len(cfg.Extra) > 0 {
 		cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxExtraRequestSize, true))
 	}
-	return nil
+	return cfg
 }
 
 // frameLimit is the largest frame any key may send.

@@ -27,7 +27,9 @@ type ConnectionFunc func(name string, cfg MirrorConfig) (Connection, error)
 // through fn instead of the properties form (LoadConnection). A host that passes its own
 // SourceFactory or PeerFactory builds those clients itself (SourceFactoryFor and
 // PeerFactoryFor give the defaults over fn).
-func WithConnections(fn ConnectionFunc) Option { return func(o *options) { o.conns = fn } }
+func WithConnections(fn ConnectionFunc) Option {
+	return optionFunc(func(o *options) { o.conns = fn })
+}
 
 // LoadConnection reads the properties form of cfg (bootstrap.servers,
 // security.protocol, ssl.* PEM stores, sasl.*) into a Connection; every problem is a

@@ -28,6 +28,9 @@ type (
 	FullTruncation = controller.FullTruncation
 	// Controller is controller.Controller: it validates and records desired state.
 	Controller = controller.Controller
+	// ControllerView is controller.View: the read-only view of a Controller that
+	// Mirror.Controller returns.
+	ControllerView = controller.View
 	// MemoryControllerLog is controller.MemoryControllerLog: a ControllerLog in memory.
 	MemoryControllerLog = controller.MemoryControllerLog
 	// FileControllerLog is controller.FileControllerLog: a durable ControllerLog in a

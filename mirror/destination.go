@@ -14,7 +14,7 @@ import (
 type (
 	// TopicSpec is dest.TopicSpec: a destination topic.
 	TopicSpec = dest.TopicSpec
-	// TopicPartition is dest.TopicPartition: one partition.
+	// TopicPartition is dest.TopicPartition (itself fetcher.TopicPartition): one partition.
 	TopicPartition = dest.TopicPartition
 	// Destination is dest.Destination: what the host owns on the destination side.
 	Destination = dest.Destination

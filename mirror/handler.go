@@ -5,21 +5,48 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
-// HandlerOption configures the admin handler of NewAdminHandler.
-type HandlerOption func(*handler)
+// HandlerOption configures the admin handler of NewAdminHandler. Its values come from
+// the With... functions of this package (WithHandlerLogger).
+type HandlerOption interface {
+	applyHandler(*handlerOptions)
+}
+
+// handlerOptions are the settings of the admin handler.
+type handlerOptions struct {
+	log *slog.Logger
+}
+
+// handlerOptionFunc is a HandlerOption that sets one field.
+type handlerOptionFunc func(*handlerOptions)
+
+func (f handlerOptionFunc) applyHandler(o *handlerOptions) { f(o) }
+
+// newHandlerOptions applies opts over the defaults: m's logger, or a discarding one
+// when that (or the logger given) is nil.
+func newHandlerOptions(m *Mirror, opts []HandlerOption) handlerOptions {
+	o := handlerOptions{log: m.log}
+	for _, opt := range opts {
+		opt.applyHandler(&o)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
 
 // WithHandlerLogger makes the handler log the unexpected errors it answers with
 // UNKNOWN_SERVER_ERROR (default: the Mirror's logger).
 func WithHandlerLogger(l *slog.Logger) HandlerOption {
-	return func(h *handler) { h.log = l }
+	return handlerOptionFunc(func(o *handlerOptions) { o.log = l })
 }
 
 // NewAdminHandler returns the admin.Handler that serves the KIP-1279 RPCs with m's Go
@@ -37,13 +64,7 @@ func WithHandlerLogger(l *slog.Logger) HandlerOption {
 // A request's TimeoutMs (when positive) bounds the call. The handler is safe for
 // concurrent use.
 func NewAdminHandler(m *Mirror, opts ...HandlerOption) admin.Handler {
-	h := &handler{m: m, log: m.log}
-	for _, o := range opts {
-		o(h)
-	}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
+	h := &handler{m: m, log: newHandlerOptions(m, opts).log}
 	if mt := m.opts.ops.metrics; !isNop(mt) {
 		return admin.ObserveHandler(h, mt.AdminRequest)
 	}
@@ -76,9 +97,9 @@ func (h *handler) wireError(rc *admin.RequestContext, err error) *admin.Error {
 		if ae == err {
 			return ae
 		}
-		// Keep the wrapping context but not the inner error's "admin: CODE (n)" prefix.
-		msg := strings.Replace(err.Error(), ae.Error(), ae.Message, 1)
-		return admin.NewError(ae.Code, msg)
+		// Keep the wrapping context, not the inner error's "admin: CODE (n)": the
+		// code travels as ErrorCode and the reader names it.
+		return admin.NewError(ae.Code, admin.MessageOf(err))
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -258,22 +279,6 @@ func describeMirror(d MirrorDescription) admin.DescribeClusterMirrorsResponseMir
 	return rm
 }
 
-// topicOutcome is one per-topic result in wire form.
-type topicOutcome struct {
-	name string
-	code int16
-	msg  *string
-}
-
-func (h *handler) outcomes(rc *admin.RequestContext, res []TopicResult) []topicOutcome {
-	out := make([]topicOutcome, 0, len(res))
-	for _, r := range res {
-		code, msg := h.codeAndMessage(rc, r.Err)
-		out = append(out, topicOutcome{name: r.Topic, code: code, msg: msg})
-	}
-	return out
-}
-
 // StartMirrorTopics implements admin.Handler (spec §11.5). The facade reads topic ids
 // and partition counts from the source itself, so only the requested names are
 // forwarded; NumPartitions is not checked. A non-zero TopicId that differs from the id
@@ -301,9 +306,10 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 	if err != nil {
 		return nil, h.wireError(rc, err)
 	}
-	for _, o := range h.outcomes(rc, res) {
+	for _, r := range res {
 		rt := admin.NewStartMirrorTopicsResponseTopic()
-		rt.Name, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
+		rt.Name = r.Topic
+		rt.ErrorCode, rt.ErrorMessage = h.codeAndMessage(rc, r.Err)
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
@@ -313,99 +319,80 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 // state is STOPPED; the partitions reach STOPPED asynchronously (poll
 // DescribeClusterMirrors). StateOffset is not forwarded (see DeleteClusterMirrors).
 func (h *handler) StopMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.StopMirrorTopicsRequest) (*admin.StopMirrorTopicsResponse, error) {
-	names := make([]string, 0, len(req.Topics))
-	for _, t := range req.Topics {
-		names = append(names, t.TopicName)
-	}
-	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+	return serveLifecycle[admin.StopMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
 		return h.m.StopMirrorTopics(ctx, req.MirrorName, names, StopOptions{Patterns: req.Patterns})
 	})
-	if err != nil {
-		return nil, err
-	}
-	resp := admin.NewPtrStopMirrorTopicsResponse()
-	for _, o := range outs {
-		rt := admin.NewStopMirrorTopicsResponseTopic()
-		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp, nil
-}
-
-// lifecycle runs one per-topic lifecycle operation within the request's timeout and
-// returns the per-topic outcomes of the response (a whole-request failure as a wire error).
-func (h *handler) lifecycle(ctx context.Context, rc *admin.RequestContext, timeoutMs int32, op func(context.Context) ([]TopicResult, error)) ([]topicOutcome, error) {
-	ctx, cancel := withTimeout(ctx, timeoutMs)
-	defer cancel()
-	res, err := op(ctx)
-	if err != nil {
-		return nil, h.wireError(rc, err)
-	}
-	return h.outcomes(rc, res), nil
 }
 
 // PauseMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.PauseMirrorTopicsRequest) (*admin.PauseMirrorTopicsResponse, error) {
-	names := make([]string, 0, len(req.Topics))
-	for _, t := range req.Topics {
-		names = append(names, t.TopicName)
-	}
-	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+	return serveLifecycle[admin.PauseMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
 		return h.m.PauseMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
 	})
-	if err != nil {
-		return nil, err
-	}
-	resp := admin.NewPtrPauseMirrorTopicsResponse()
-	for _, o := range outs {
-		rt := admin.NewPauseMirrorTopicsResponseTopic()
-		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp, nil
 }
 
 // RecoverMirrorTopics implements admin.Handler (spec §14.10): the FAILED partitions
 // of the topics restart with their retry attempts reset.
 func (h *handler) RecoverMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.RecoverMirrorTopicsRequest) (*admin.RecoverMirrorTopicsResponse, error) {
-	names := make([]string, 0, len(req.Topics))
-	for _, t := range req.Topics {
-		names = append(names, t.TopicName)
-	}
-	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+	return serveLifecycle[admin.RecoverMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
 		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names)
 	})
-	if err != nil {
-		return nil, err
-	}
-	resp := admin.NewPtrRecoverMirrorTopicsResponse()
-	for _, o := range outs {
-		rt := admin.NewRecoverMirrorTopicsResponseTopic()
-		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp, nil
 }
 
 // ResumeMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) ResumeMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.ResumeMirrorTopicsRequest) (*admin.ResumeMirrorTopicsResponse, error) {
-	names := make([]string, 0, len(req.Topics))
-	for _, t := range req.Topics {
-		names = append(names, t.TopicName)
-	}
-	outs, err := h.lifecycle(ctx, rc, req.TimeoutMs, func(ctx context.Context) ([]TopicResult, error) {
+	return serveLifecycle[admin.ResumeMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
 		return h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
 	})
+}
+
+// The per-topic lifecycle RPCs (stop, pause, resume, recover) have requests and
+// responses of one shape (the generated types differ only by name); these are that
+// shape, so that serveLifecycle serves them all.
+type (
+	lifecycleTopic = struct {
+		TopicName   string
+		UnknownTags kmsg.Tags
+	}
+	lifecycleOutcome = struct {
+		TopicName    string
+		ErrorCode    int16
+		ErrorMessage *string
+		UnknownTags  kmsg.Tags
+	}
+	lifecycleResponse[R any] = struct {
+		Version        int16
+		ThrottleTimeMs int32
+		ErrorCode      int16
+		ErrorMessage   *string
+		Topics         []R
+		UnknownTags    kmsg.Tags
+	}
+)
+
+// serveLifecycle runs one per-topic lifecycle RPC: op on the request's topic names
+// within the request's timeout (TimeoutMs, when positive), then one response topic per
+// outcome, its error as code and message. A failure of the whole request is the
+// returned wire error.
+func serveLifecycle[P ~lifecycleResponse[R], R ~lifecycleOutcome, Q ~lifecycleTopic](h *handler, ctx context.Context, rc *admin.RequestContext,
+	timeoutMs int32, topics []Q, op func(ctx context.Context, names []string) ([]TopicResult, error)) (*P, error) {
+	names := make([]string, 0, len(topics))
+	for _, t := range topics {
+		names = append(names, lifecycleTopic(t).TopicName)
+	}
+	ctx, cancel := withTimeout(ctx, timeoutMs)
+	defer cancel()
+	res, err := op(ctx, names)
 	if err != nil {
-		return nil, err
+		return nil, h.wireError(rc, err)
 	}
-	resp := admin.NewPtrResumeMirrorTopicsResponse()
-	for _, o := range outs {
-		rt := admin.NewResumeMirrorTopicsResponseTopic()
-		rt.TopicName, rt.ErrorCode, rt.ErrorMessage = o.name, o.code, o.msg
-		resp.Topics = append(resp.Topics, rt)
+	var out []R
+	for _, r := range res {
+		code, msg := h.codeAndMessage(rc, r.Err)
+		out = append(out, R(lifecycleOutcome{TopicName: r.Topic, ErrorCode: code, ErrorMessage: msg}))
 	}
-	return resp, nil
+	resp := P(lifecycleResponse[R]{Topics: out})
+	return &resp, nil
 }
 
 // ReadMirrorStates implements admin.Handler (spec §11.8) with Mirror.ReadMirrorStates.

@@ -96,39 +96,74 @@ func handlerTopicCodes[T any](topics []T, name func(T) string, code func(T) int1
 	return out
 }
 
+// wireScenario is the state TestAdminHandlerOverWire's steps share: one site, one
+// mirror m1 taken through its whole life over the admin protocol.
+type wireScenario struct {
+	s         *handlerSite
+	ctx       context.Context
+	cl        *admin.Client
+	bootstrap string
+}
+
+// TestAdminHandlerOverWire runs the life of a mirror over the wire, one subtest a step;
+// each step needs the ones before it, so the first failure stops the rest.
 func TestAdminHandlerOverWire(t *testing.T) {
 	s := newHandlerSite(t, map[string]int32{"orders": 2, "payments": 1})
-	ctx := handlerCtx(t)
-	cl := s.client
-	bootstrap := strings.Join(s.src.ListenAddrs(), ",")
+	w := &wireScenario{s: s, ctx: handlerCtx(t), cl: s.client, bootstrap: strings.Join(s.src.ListenAddrs(), ",")}
+	for _, step := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"create", w.create},
+		{"start", w.start},
+		{"list", w.list},
+		{"describe", w.describe},
+		{"instance-reads", w.instanceReads},
+		{"invalid-states", w.invalidStates},
+		{"pause-resume", w.pauseResume},
+		{"unknown-mirror", w.unknownMirror},
+		{"stop", w.stop},
+		{"fenced-write", w.fencedWrite},
+		{"bump-epochs", w.bumpEpochs},
+		{"delete", w.delete},
+		{"closed", w.closed},
+	} {
+		if !t.Run(step.name, step.run) {
+			t.FailNow()
+		}
+	}
+}
 
-	// CreateClusterMirror, then a duplicate and an invalid config.
+// create: CreateClusterMirror, then a duplicate and an invalid config.
+func (w *wireScenario) create(t *testing.T) {
 	create := admin.NewPtrCreateClusterMirrorRequest()
 	create.MirrorName = "m1"
 	create.Configs = []admin.CreateClusterMirrorRequestConfig{
-		{Name: mirror.KeyBootstrapServers, Value: &bootstrap},
+		{Name: mirror.KeyBootstrapServers, Value: &w.bootstrap},
 		{Name: mirror.KeyFetchWaitMaxMs, Value: nil}, // null: default
 	}
-	_, err := cl.CreateClusterMirror(ctx, create)
+	_, err := w.cl.CreateClusterMirror(w.ctx, create)
 	require.NoError(t, err)
-	_, err = cl.CreateClusterMirror(ctx, create)
+	_, err = w.cl.CreateClusterMirror(w.ctx, create)
 	requireWireCode(t, admin.CodeClusterMirrorAlreadyExists, err)
 	var ae *admin.Error
 	require.ErrorAs(t, err, &ae)
 	require.NotContains(t, ae.Message, "admin:", "the wire message carries no Go error prefix")
 	bad := admin.NewPtrCreateClusterMirrorRequest()
 	bad.MirrorName = "bad"
-	_, err = cl.CreateClusterMirror(ctx, bad)
-	direct := s.m.CreateClusterMirror(ctx, "bad", map[string]string{})
+	_, err = w.cl.CreateClusterMirror(w.ctx, bad)
+	direct := w.s.m.CreateClusterMirror(w.ctx, "bad", map[string]string{})
 	require.Error(t, direct)
 	require.Equal(t, admin.CodeOf(direct), admin.CodeOf(err), "wire %v, facade %v", err, direct)
 	dup := admin.NewPtrCreateClusterMirrorRequest()
 	dup.MirrorName = "dup"
-	dup.Configs = []admin.CreateClusterMirrorRequestConfig{{Name: "a", Value: &bootstrap}, {Name: "a", Value: &bootstrap}}
-	_, err = cl.CreateClusterMirror(ctx, dup)
+	dup.Configs = []admin.CreateClusterMirrorRequestConfig{{Name: "a", Value: &w.bootstrap}, {Name: "a", Value: &w.bootstrap}}
+	_, err = w.cl.CreateClusterMirror(w.ctx, dup)
 	requireWireCode(t, admin.CodeInvalidRequest, err)
+}
 
-	// StartMirrorTopics: per-topic results.
+// start: per-topic results, a pattern, a contradicting topic id.
+func (w *wireScenario) start(t *testing.T) {
 	start := admin.NewPtrStartMirrorTopicsRequest()
 	start.MirrorName = "m1"
 	for _, n := range []string{"orders", "nope"} {
@@ -136,23 +171,23 @@ func TestAdminHandlerOverWire(t *testing.T) {
 		tp.Name = n
 		start.Topics = append(start.Topics, tp)
 	}
-	sresp, err := cl.StartMirrorTopics(ctx, start)
+	sresp, err := w.cl.StartMirrorTopics(w.ctx, start)
 	require.NoError(t, err)
 	codes := handlerTopicCodes(sresp.Topics, func(t admin.StartMirrorTopicsResponseTopic) string { return t.Name },
 		func(t admin.StartMirrorTopicsResponseTopic) int16 { return t.ErrorCode })
 	require.Equal(t, map[string]admin.Code{"orders": admin.CodeNone, "nope": admin.CodeUnknownTopicOrPartition}, codes)
-	require.NoError(t, s.m.WaitForStates(ctx, "m1", []string{"orders"}, statemachine.Mirroring))
+	require.NoError(t, w.s.m.WaitForStates(w.ctx, "m1", []string{"orders"}, statemachine.Mirroring))
 
 	// Start with a pattern picks up "payments".
 	startP := admin.NewPtrStartMirrorTopicsRequest()
 	startP.MirrorName = "m1"
 	startP.IncludePatterns = []string{"pay.*"}
-	sresp, err = cl.StartMirrorTopics(ctx, startP)
+	sresp, err = w.cl.StartMirrorTopics(w.ctx, startP)
 	require.NoError(t, err)
 	require.Len(t, sresp.Topics, 1)
 	require.Equal(t, "payments", sresp.Topics[0].Name)
 	require.Zero(t, sresp.Topics[0].ErrorCode)
-	require.NoError(t, s.m.WaitForStates(ctx, "m1", []string{"payments"}, statemachine.Mirroring))
+	require.NoError(t, w.s.m.WaitForStates(w.ctx, "m1", []string{"payments"}, statemachine.Mirroring))
 
 	// A topic id that contradicts the existing destination topic is refused.
 	startID := admin.NewPtrStartMirrorTopicsRequest()
@@ -160,40 +195,45 @@ func TestAdminHandlerOverWire(t *testing.T) {
 	wrong := admin.NewStartMirrorTopicsRequestTopic()
 	wrong.Name, wrong.TopicId = "orders", [16]byte{1, 2, 3}
 	startID.Topics = append(startID.Topics, wrong)
-	sresp, err = cl.StartMirrorTopics(ctx, startID)
+	sresp, err = w.cl.StartMirrorTopics(w.ctx, startID)
 	require.NoError(t, err)
 	require.Len(t, sresp.Topics, 1)
 	require.Equal(t, admin.CodeTopicAlreadyExists, admin.Code(sresp.Topics[0].ErrorCode))
+}
 
-	// ListClusterMirrors equals the facade's answer.
+// list: ListClusterMirrors equals the facade's answer; the desired-state filter.
+func (w *wireScenario) list(t *testing.T) {
 	list := admin.NewPtrListClusterMirrorsRequest()
 	list.IncludeTopicNames = true
-	lresp, err := cl.ListClusterMirrors(ctx, list)
+	lresp, err := w.cl.ListClusterMirrors(w.ctx, list)
 	require.NoError(t, err)
-	ls, err := s.m.ListClusterMirrors(ctx, mirror.ListFilter{IncludeTopicNames: true})
+	ls, err := w.s.m.ListClusterMirrors(w.ctx, mirror.ListFilter{IncludeTopicNames: true})
 	require.NoError(t, err)
 	require.Len(t, lresp.Mirrors, len(ls))
 	for i, l := range ls {
-		w := lresp.Mirrors[i]
-		require.Equal(t, l.Name, w.MirrorName)
-		require.Equal(t, l.SourceBootstrap, w.SourceBootstrap)
-		require.Equal(t, l.SourceClusterID, w.SourceClusterId)
-		require.Equal(t, int32(l.TopicCount), w.TopicCount)
-		require.ElementsMatch(t, l.TopicNames, w.TopicNames)
+		wm := lresp.Mirrors[i]
+		require.Equal(t, l.Name, wm.MirrorName)
+		require.Equal(t, l.SourceBootstrap, wm.SourceBootstrap)
+		require.Equal(t, l.SourceClusterID, wm.SourceClusterId)
+		require.Equal(t, int32(l.TopicCount), wm.TopicCount)
+		require.ElementsMatch(t, l.TopicNames, wm.TopicNames)
 	}
 	require.Equal(t, int32(2), lresp.Mirrors[0].TopicCount)
 	list.DesiredMirrorStateFilter = []string{"PAUSED"}
-	lresp, err = cl.ListClusterMirrors(ctx, list)
+	lresp, err = w.cl.ListClusterMirrors(w.ctx, list)
 	require.NoError(t, err)
 	require.Len(t, lresp.Mirrors, 1, "a mirror with no matching topic is still listed")
 	require.Zero(t, lresp.Mirrors[0].TopicCount)
 	list.DesiredMirrorStateFilter = []string{"SLEEPING"}
-	_, err = cl.ListClusterMirrors(ctx, list)
+	_, err = w.cl.ListClusterMirrors(w.ctx, list)
 	requireWireCode(t, admin.CodeInvalidRequest, err)
+}
 
-	// Wait until the destination holds everything, then Describe equals the facade.
+// describe: once the destination holds everything, Describe equals the facade; an
+// unknown name fails alone.
+func (w *wireScenario) describe(t *testing.T) {
 	for p := int32(0); p < 2; p++ {
-		log, err := s.dest.Log("orders", p)
+		log, err := w.s.dest.Log("orders", p)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return log.LogEndOffset() == 5 }, 10*time.Second, 5*time.Millisecond)
 	}
@@ -201,7 +241,7 @@ func TestAdminHandlerOverWire(t *testing.T) {
 	desc.MirrorNames = []string{"m1", "ghost"}
 	desc.IncludeMirrorStates, desc.IncludeMirrorLags = true, true
 	desc.TopicPartitions = []admin.DescribeClusterMirrorsRequestTopicPartitions{{Topic: "orders"}}
-	dresp, err := cl.DescribeClusterMirrors(ctx, desc)
+	dresp, err := w.cl.DescribeClusterMirrors(w.ctx, desc)
 	require.NoError(t, err)
 	require.Len(t, dresp.Mirrors, 2)
 	byName := map[string]admin.DescribeClusterMirrorsResponseMirror{}
@@ -211,7 +251,7 @@ func TestAdminHandlerOverWire(t *testing.T) {
 	require.Equal(t, admin.CodeUnknownClusterMirror, admin.Code(byName["ghost"].ErrorCode))
 	got := byName["m1"]
 	require.Zero(t, got.ErrorCode)
-	want, err := s.m.DescribeClusterMirrors(ctx, []string{"m1"}, mirror.DescribeOptions{IncludeStates: true, IncludeLags: true,
+	want, err := w.s.m.DescribeClusterMirrors(w.ctx, []string{"m1"}, mirror.DescribeOptions{IncludeStates: true, IncludeLags: true,
 		TopicPartitions: map[string][]int32{"orders": nil}})
 	require.NoError(t, err)
 	require.Len(t, want, 1)
@@ -231,15 +271,23 @@ func TestAdminHandlerOverWire(t *testing.T) {
 			require.Equal(t, int64(5), gp.DestinationOffset)
 		}
 	}
+}
 
-	// ReadMirrorStates and ReadMirrorOffsets equal the facade's instance RPCs.
+// readStatesRequest asks for the states of both partitions of "orders" in m1.
+func readStatesRequest() *admin.ReadMirrorStatesRequest {
 	rs := admin.NewPtrReadMirrorStatesRequest()
 	rs.MirrorName = "m1"
 	rs.Topics = []admin.ReadMirrorStatesRequestTopic{{TopicName: "orders", Partitions: []admin.ReadMirrorStatesRequestTopicPartition{
 		{PartitionIndex: 0, LeaderEpoch: -1}, {PartitionIndex: 1, LeaderEpoch: -1}}}}
-	rsResp, err := cl.ReadMirrorStates(ctx, rs)
+	return rs
+}
+
+// instanceReads: ReadMirrorStates and ReadMirrorOffsets equal the facade's instance RPCs.
+func (w *wireScenario) instanceReads(t *testing.T) {
+	rs := readStatesRequest()
+	rsResp, err := w.cl.ReadMirrorStates(w.ctx, rs)
 	require.NoError(t, err)
-	rsDirect, err := s.m.ReadMirrorStates(ctx, rs)
+	rsDirect, err := w.s.m.ReadMirrorStates(w.ctx, rs)
 	require.NoError(t, err)
 	require.Len(t, rsResp.Topics, 1)
 	for i, p := range rsResp.Topics[0].Partitions {
@@ -251,41 +299,65 @@ func TestAdminHandlerOverWire(t *testing.T) {
 	ro := admin.NewPtrReadMirrorOffsetsRequest()
 	ro.MirrorName = "m1"
 	ro.Topics = []admin.ReadMirrorOffsetsRequestTopic{{TopicName: "orders", Partitions: []int32{0, 1}}, {TopicName: "nope", Partitions: []int32{0}}}
-	roResp, err := cl.ReadMirrorOffsets(ctx, ro)
+	roResp, err := w.cl.ReadMirrorOffsets(w.ctx, ro)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), roResp.Topics[0].Partitions[1].DestinationOffset)
 	require.Equal(t, admin.CodeUnknownTopicOrPartition, admin.Code(roResp.Topics[1].Partitions[0].ErrorCode))
+}
 
-	// Invalid states survive the wire: resume while MIRRORING, delete while mirroring.
+func resumeOrders() *admin.ResumeMirrorTopicsRequest {
 	resume := admin.NewPtrResumeMirrorTopicsRequest()
 	resume.MirrorName = "m1"
 	resume.Topics = []admin.ResumeMirrorTopicsRequestTopic{{TopicName: "orders"}}
-	rresp, err := cl.ResumeMirrorTopics(ctx, resume)
-	require.NoError(t, err)
-	require.Equal(t, admin.CodeInvalidClusterMirrorStates, admin.Code(rresp.Topics[0].ErrorCode))
-	require.Contains(t, *rresp.Topics[0].ErrorMessage, "MIRRORING")
-	del := admin.NewPtrDeleteClusterMirrorsRequest()
-	del.MirrorName = "m1"
-	_, err = cl.DeleteClusterMirrors(ctx, del)
-	requireWireCode(t, admin.CodeInvalidClusterMirrorStates, err)
+	return resume
+}
 
-	// Pause, pause again (refused), resume.
+func pauseOrders() *admin.PauseMirrorTopicsRequest {
 	pause := admin.NewPtrPauseMirrorTopicsRequest()
 	pause.MirrorName = "m1"
 	pause.Topics = []admin.PauseMirrorTopicsRequestTopic{{TopicName: "orders"}}
-	presp, err := cl.PauseMirrorTopics(ctx, pause)
+	return pause
+}
+
+func deleteM1() *admin.DeleteClusterMirrorsRequest {
+	del := admin.NewPtrDeleteClusterMirrorsRequest()
+	del.MirrorName = "m1"
+	return del
+}
+
+// invalidStates: invalid states survive the wire (resume while MIRRORING, delete while
+// mirroring), and the message does not name the code that ErrorCode carries.
+func (w *wireScenario) invalidStates(t *testing.T) {
+	rresp, err := w.cl.ResumeMirrorTopics(w.ctx, resumeOrders())
+	require.NoError(t, err)
+	require.Equal(t, admin.CodeInvalidClusterMirrorStates, admin.Code(rresp.Topics[0].ErrorCode))
+	msg := *rresp.Topics[0].ErrorMessage
+	require.Contains(t, msg, "MIRRORING")
+	require.NotContains(t, msg, admin.CodeInvalidClusterMirrorStates.String())
+	require.NotContains(t, msg, "admin:")
+	_, err = w.cl.DeleteClusterMirrors(w.ctx, deleteM1())
+	requireWireCode(t, admin.CodeInvalidClusterMirrorStates, err)
+	require.Equal(t, 1, strings.Count(err.Error(), admin.CodeInvalidClusterMirrorStates.String()), err.Error())
+}
+
+// pauseResume: pause, pause again (refused), resume.
+func (w *wireScenario) pauseResume(t *testing.T) {
+	presp, err := w.cl.PauseMirrorTopics(w.ctx, pauseOrders())
 	require.NoError(t, err)
 	require.Zero(t, presp.Topics[0].ErrorCode)
-	require.NoError(t, s.m.WaitForStates(ctx, "m1", []string{"orders"}, statemachine.Paused))
-	presp, err = cl.PauseMirrorTopics(ctx, pause)
+	require.NoError(t, w.s.m.WaitForStates(w.ctx, "m1", []string{"orders"}, statemachine.Paused))
+	presp, err = w.cl.PauseMirrorTopics(w.ctx, pauseOrders())
 	require.NoError(t, err)
 	require.Equal(t, admin.CodeInvalidClusterMirrorStates, admin.Code(presp.Topics[0].ErrorCode))
-	rresp, err = cl.ResumeMirrorTopics(ctx, resume)
+	rresp, err := w.cl.ResumeMirrorTopics(w.ctx, resumeOrders())
 	require.NoError(t, err)
 	require.Zero(t, rresp.Topics[0].ErrorCode)
-	require.NoError(t, s.m.WaitForStates(ctx, "m1", []string{"orders"}, statemachine.Mirroring))
+	require.NoError(t, w.s.m.WaitForStates(w.ctx, "m1", []string{"orders"}, statemachine.Mirroring))
+}
 
-	// Unknown mirror is a top-level error on every mirror-scoped RPC.
+// unknownMirror: an unknown mirror is a top-level error on every mirror-scoped RPC.
+func (w *wireScenario) unknownMirror(t *testing.T) {
+	cl, ctx := w.cl, w.ctx
 	for name, call := range map[string]func() error{
 		"start": func() error {
 			r := admin.NewPtrStartMirrorTopicsRequest()
@@ -300,9 +372,8 @@ func TestAdminHandlerOverWire(t *testing.T) {
 			return err
 		},
 		"pause": func() error {
-			r := admin.NewPtrPauseMirrorTopicsRequest()
+			r := pauseOrders()
 			r.MirrorName = "ghost"
-			r.Topics = pause.Topics
 			_, err := cl.PauseMirrorTopics(ctx, r)
 			return err
 		},
@@ -319,25 +390,29 @@ func TestAdminHandlerOverWire(t *testing.T) {
 			return err
 		},
 	} {
-		t.Run("unknown-"+name, func(t *testing.T) { requireWireCode(t, admin.CodeUnknownClusterMirror, call()) })
+		t.Run(name, func(t *testing.T) { requireWireCode(t, admin.CodeUnknownClusterMirror, call()) })
 	}
+}
 
-	// Stop both topics (one by name, one by pattern) and wait for STOPPED.
+// stop: both topics (one by name, one by pattern) reach STOPPED and become writable.
+func (w *wireScenario) stop(t *testing.T) {
 	stop := admin.NewPtrStopMirrorTopicsRequest()
 	stop.MirrorName = "m1"
 	stop.Topics = []admin.StopMirrorTopicsRequestTopic{{TopicName: "orders"}}
 	stop.Patterns = []string{"pay.*"}
-	stResp, err := cl.StopMirrorTopics(ctx, stop)
+	stResp, err := w.cl.StopMirrorTopics(w.ctx, stop)
 	require.NoError(t, err)
-	codes = handlerTopicCodes(stResp.Topics, func(t admin.StopMirrorTopicsResponseTopic) string { return t.TopicName },
+	codes := handlerTopicCodes(stResp.Topics, func(t admin.StopMirrorTopicsResponseTopic) string { return t.TopicName },
 		func(t admin.StopMirrorTopicsResponseTopic) int16 { return t.ErrorCode })
 	require.Equal(t, map[string]admin.Code{"orders": admin.CodeNone, "payments": admin.CodeNone}, codes)
-	require.NoError(t, s.m.WaitForStates(ctx, "m1", []string{"orders", "payments"}, statemachine.Stopped))
+	require.NoError(t, w.s.m.WaitForStates(w.ctx, "m1", []string{"orders", "payments"}, statemachine.Stopped))
 	// STOPPED is durable before its entry action clears the read-only flag.
-	require.Eventually(t, func() bool { return !s.dest.ReadOnly("orders", 0) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !w.s.dest.ReadOnly("orders", 0) }, 10*time.Second, time.Millisecond)
+}
 
-	// WriteMirrorStates with a stale state epoch is fenced, per partition.
-	rsResp, err = cl.ReadMirrorStates(ctx, rs)
+// fencedWrite: WriteMirrorStates with a stale state epoch is fenced, per partition.
+func (w *wireScenario) fencedWrite(t *testing.T) {
+	rsResp, err := w.cl.ReadMirrorStates(w.ctx, readStatesRequest())
 	require.NoError(t, err)
 	stateEpoch := rsResp.Topics[0].Partitions[0].StateEpoch
 	require.Positive(t, stateEpoch)
@@ -346,12 +421,15 @@ func TestAdminHandlerOverWire(t *testing.T) {
 	wp := admin.NewWriteMirrorStatesRequestTopicPartition()
 	wp.PartitionIndex, wp.State, wp.LeaderEpoch, wp.StateEpoch, wp.LastMirrorEpoch = 0, int8(statemachine.Unknown), -1, stateEpoch-1, -1
 	ws.Topics = []admin.WriteMirrorStatesRequestTopic{{TopicName: "orders", Partitions: []admin.WriteMirrorStatesRequestTopicPartition{wp}}}
-	wsResp, err := cl.WriteMirrorStates(ctx, ws)
+	wsResp, err := w.cl.WriteMirrorStates(w.ctx, ws)
 	require.NoError(t, err)
 	require.Equal(t, admin.CodeFencedStateEpoch, admin.Code(wsResp.Topics[0].Partitions[0].ErrorCode))
+}
 
-	// BumpLeaderEpochs on a stopped partition and an unknown one.
-	log0, err := s.dest.Log("orders", 0)
+// bumpEpochs: BumpLeaderEpochs on a stopped partition and an unknown one, whose message
+// does not repeat its code.
+func (w *wireScenario) bumpEpochs(t *testing.T) {
+	log0, err := w.s.dest.Log("orders", 0)
 	require.NoError(t, err)
 	bump := admin.NewPtrBumpLeaderEpochsRequest()
 	bump.Topics = []admin.BumpLeaderEpochsRequestTopic{
@@ -359,24 +437,32 @@ func TestAdminHandlerOverWire(t *testing.T) {
 		{TopicName: "nope", Partitions: []admin.BumpLeaderEpochsRequestTopicPartition{{PartitionIndex: 0, MinLeaderEpoch: -1}}},
 	}
 	before := log0.LeaderEpoch()
-	bResp, err := cl.BumpLeaderEpochs(ctx, bump)
+	bResp, err := w.cl.BumpLeaderEpochs(w.ctx, bump)
 	require.NoError(t, err)
 	require.Zero(t, bResp.Topics[0].Partitions[0].ErrorCode)
 	require.Equal(t, before+11, bResp.Topics[0].Partitions[0].LeaderEpoch)
 	require.Equal(t, before+11, log0.LeaderEpoch())
-	require.Equal(t, admin.CodeUnknownTopicOrPartition, admin.Code(bResp.Topics[1].Partitions[0].ErrorCode))
+	unknown := bResp.Topics[1].Partitions[0]
+	require.Equal(t, admin.CodeUnknownTopicOrPartition, admin.Code(unknown.ErrorCode))
+	require.NotNil(t, unknown.ErrorMessage)
+	require.Equal(t, "unknown partition nope-0", *unknown.ErrorMessage)
+}
 
-	// Delete now succeeds; the mirror is gone.
-	_, err = cl.DeleteClusterMirrors(ctx, del)
+// delete: Delete now succeeds; the mirror is gone.
+func (w *wireScenario) delete(t *testing.T) {
+	_, err := w.cl.DeleteClusterMirrors(w.ctx, deleteM1())
 	require.NoError(t, err)
-	lresp, err = cl.ListClusterMirrors(ctx, admin.NewPtrListClusterMirrorsRequest())
+	lresp, err := w.cl.ListClusterMirrors(w.ctx, admin.NewPtrListClusterMirrorsRequest())
 	require.NoError(t, err)
 	require.Empty(t, lresp.Mirrors)
+}
 
-	// An unexpected error is UNKNOWN_SERVER_ERROR with the error text.
-	require.NoError(t, s.m.Close())
-	_, err = cl.ListClusterMirrors(ctx, admin.NewPtrListClusterMirrorsRequest())
+// closed: an unexpected error is UNKNOWN_SERVER_ERROR with the error text.
+func (w *wireScenario) closed(t *testing.T) {
+	require.NoError(t, w.s.m.Close())
+	_, err := w.cl.ListClusterMirrors(w.ctx, admin.NewPtrListClusterMirrorsRequest())
 	requireWireCode(t, admin.CodeUnknownServerError, err)
+	var ae *admin.Error
 	require.ErrorAs(t, err, &ae)
 	require.Contains(t, ae.Message, mirror.ErrClosed.Error())
 }

@@ -142,7 +142,7 @@ func (NopMetrics) AdminRequest(admin.RequestObservation) {}
 // DefaultSourceUnreachableAfter is the default of WithSourceUnreachableAfter.
 const DefaultSourceUnreachableAfter = 30 * time.Second
 
-// opsOptions are the operability options of a Mirror.
+// opsOptions are the operability options of a Mirror (defaults: newOptions).
 type opsOptions struct {
 	metrics          Metrics       // never nil after New (NopMetrics)
 	unreachableAfter time.Duration // see WithSourceUnreachableAfter
@@ -151,7 +151,7 @@ type opsOptions struct {
 
 // WithMetrics makes the Mirror report its measurements to mt (default: none). The
 // admin handler of NewAdminHandler reports its requests to it too.
-func WithMetrics(mt Metrics) Option { return func(o *options) { o.ops.metrics = mt } }
+func WithMetrics(mt Metrics) Option { return optionFunc(func(o *options) { o.ops.metrics = mt }) }
 
 // WithSourceUnreachableAfter sets how long the source must have failed for a
 // MIRRORING partition (no fetch response processed, every attempt failing) before
@@ -160,15 +160,5 @@ func WithMetrics(mt Metrics) Option { return func(o *options) { o.ops.metrics = 
 // it at the first failure). The partition's state does not change: the fetcher keeps
 // retrying, as the KIP's state machine has no state for an unreachable source.
 func WithSourceUnreachableAfter(d time.Duration) Option {
-	return func(o *options) { o.ops.unreachableAfter, o.ops.unreachableSet = d, true }
-}
-
-// defaults fills the zero fields.
-func (o *opsOptions) defaults() {
-	if o.metrics == nil {
-		o.metrics = NopMetrics{}
-	}
-	if !o.unreachableSet {
-		o.unreachableAfter = DefaultSourceUnreachableAfter
-	}
+	return optionFunc(func(o *options) { o.ops.unreachableAfter, o.ops.unreachableSet = d, true })
 }

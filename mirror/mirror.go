@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
@@ -60,40 +59,15 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{}
-	for _, fn := range opts {
-		fn(&o)
-	}
-	if o.logger == nil {
-		o.logger = slog.New(slog.DiscardHandler)
-	}
-	if !o.retrySet {
-		o.retry = DefaultRetryConfig()
-	}
-	if err := o.retry.Validate(); err != nil {
+	o, err := newOptions(opts)
+	if err != nil {
 		return nil, err
 	}
-	if o.clock == nil {
-		o.clock = time.Now
-	}
-	if o.sources == nil {
-		o.sources = SourceFactoryFor(o.conns)
-	}
-	if o.peers == nil {
-		o.peers = PeerFactoryFor(o.conns)
-	}
-	o.ops.defaults()
+	cfg = cfg.withDefaults()
 	owned, err := openDefaultStores(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.FetchersPerMirror == 0 {
-		cfg.FetchersPerMirror = DefaultFetchersPerMirror
-	}
-	if cfg.SyncInterval == 0 {
-		cfg.SyncInterval = DefaultSyncInterval
-	}
-	cfg.Coordinator = cfg.Coordinator.WithDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	ctrl, err := OpenController(ctx, cfg.ControllerLog)
 	if err != nil {
@@ -138,8 +112,10 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 // state partition is loading wait for the load, and NOT_COORDINATOR answers are retried.
 func (m *Mirror) Coordinator() *coordinator.Runtime { return m.coord }
 
-// Controller returns the controller of desired states and mirror definitions.
-func (m *Mirror) Controller() *Controller { return m.ctrl }
+// Controller returns the read-only view of the controller of desired states and mirror
+// definitions. Desired states change only through the workflows (StartMirrorTopics,
+// StopMirrorTopics, ...), which check the actual partition states first.
+func (m *Mirror) Controller() ControllerView { return m.ctrl.View() }
 
 // Destination returns the destination cluster.
 func (m *Mirror) Destination() Destination { return m.dest }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -139,16 +138,27 @@ func (p *AdminPeer) Close() error {
 	return nil
 }
 
-// unsupported reports whether err means the peer does not serve the mirror APIs.
-func unsupported(err error) bool {
+// unsupported reports whether err, the error of a mirror RPC with request key key,
+// means the peer does not serve the mirror APIs: UNSUPPORTED_VERSION from the peer, or
+// a client-side refusal (no *admin.Error: kgo refuses a key the broker does not
+// advertise) for a key the peer's ApiVersions indeed lacks. Otherwise err is returned
+// as the error to report (also when ApiVersions cannot be asked).
+func (p *AdminPeer) unsupported(ctx context.Context, key int16, err error) (bool, error) {
 	if err == nil {
-		return false
+		return false, nil
 	}
-	if admin.CodeOf(err) == admin.CodeUnsupportedVersion {
-		return true
+	var ae *admin.Error
+	if errors.As(err, &ae) {
+		return ae.Code == admin.CodeUnsupportedVersion, err
 	}
-	// kgo's errBrokerTooOld (unexported): the broker's ApiVersions lack the key.
-	return strings.Contains(err.Error(), "broker is too old") || strings.Contains(err.Error(), "unknown request key")
+	if ctx.Err() != nil {
+		return false, err
+	}
+	serves, verr := p.cl.Serves(ctx, key)
+	if verr != nil {
+		return false, err // the peer cannot be asked either: report the RPC's error
+	}
+	return !serves, err
 }
 
 // ListClusterMirrors implements Peer.
@@ -161,10 +171,9 @@ func (p *AdminPeer) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mir
 	}
 	req.IncludeTopicNames = f.IncludeTopicNames
 	resp, err := p.cl.ListClusterMirrors(ctx, req)
-	if unsupported(err) {
+	if no, err := p.unsupported(ctx, req.Key(), err); no {
 		return nil, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, err
 	}
 	out := make([]MirrorListing, 0, len(resp.Mirrors))
@@ -190,10 +199,9 @@ func (p *AdminPeer) DescribeClusterMirrors(ctx context.Context, names []string, 
 		req.ClusterId = &id
 	}
 	resp, err := p.cl.DescribeClusterMirrors(ctx, req)
-	if unsupported(err) {
+	if no, err := p.unsupported(ctx, req.Key(), err); no {
 		return nil, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, err
 	}
 	out := make([]MirrorDescription, 0, len(resp.Mirrors))

@@ -62,7 +62,22 @@ type Config struct {
 	FetchIdleWait time.Duration
 }
 
-// Validate checks the configuration, wrapping ErrInvalidConfig.
+// withDefaults returns c with its zero fields set to their defaults (the coordinator's
+// through coordinator.Config.WithDefaults); Validate checks c as given and never
+// changes it. The default stores are opened by New (defaults.go), not here.
+func (c Config) withDefaults() Config {
+	if c.FetchersPerMirror == 0 {
+		c.FetchersPerMirror = DefaultFetchersPerMirror
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	c.Coordinator = c.Coordinator.WithDefaults()
+	return c
+}
+
+// Validate checks the configuration, wrapping ErrInvalidConfig. It does not change c;
+// zero fields stand for their defaults.
 func (c Config) Validate() error {
 	if c.Destination == nil {
 		return fmt.Errorf("%w: Destination is required", ErrInvalidConfig)
@@ -150,8 +165,16 @@ type StateChange struct {
 	Reason string
 }
 
-// Option configures a Mirror (functional options of New).
-type Option func(*options)
+// Option configures a Mirror (an option of New). Its values come from the With...
+// functions of this package; the zero value of every setting is its default.
+type Option interface {
+	apply(*options)
+}
+
+// optionFunc is an Option that sets fields of options.
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
 	logger   *slog.Logger
@@ -165,30 +188,61 @@ type options struct {
 	ops      opsOptions // metrics and source-health options (metrics.go)
 }
 
+// newOptions applies opts and fills in the defaults of what they leave unset (or set
+// to nil): the one place the defaults of the options live. It checks the FAILED retry.
+func newOptions(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if !o.retrySet {
+		o.retry = DefaultRetryConfig()
+	}
+	if o.clock == nil {
+		o.clock = time.Now
+	}
+	if o.sources == nil {
+		o.sources = SourceFactoryFor(o.conns)
+	}
+	if o.peers == nil {
+		o.peers = PeerFactoryFor(o.conns)
+	}
+	if o.ops.metrics == nil {
+		o.ops.metrics = NopMetrics{}
+	}
+	if !o.ops.unreachableSet {
+		o.ops.unreachableAfter = DefaultSourceUnreachableAfter
+	}
+	return o, o.retry.Validate()
+}
+
 // WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithSourceFactory replaces the default source factory (Kafka).
 func WithSourceFactory(f SourceFactory) Option {
-	return func(o *options) { o.sources = f }
+	return optionFunc(func(o *options) { o.sources = f })
 }
 
 // WithPeerFactory replaces the default peer factory (Kafka admin RPCs).
 func WithPeerFactory(f PeerFactory) Option {
-	return func(o *options) { o.peers = f }
+	return optionFunc(func(o *options) { o.peers = f })
 }
 
 // WithClock sets the clock used for timestamps of control records (default time.Now).
-func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+func WithClock(now func() time.Time) Option { return optionFunc(func(o *options) { o.clock = now }) }
 
 // WithEvents registers fn to be called after every durable actual-state change. It is
 // called from partition goroutines and must not block for long.
-func WithEvents(fn func(StateChange)) Option { return func(o *options) { o.events = fn } }
+func WithEvents(fn func(StateChange)) Option { return optionFunc(func(o *options) { o.events = fn }) }
 
 // WithFailedRetry replaces DefaultRetryConfig, the automatic retry of FAILED
 // partitions; RetryConfig{} (MaxAttempts 0) turns it off.
 func WithFailedRetry(r RetryConfig) Option {
-	return func(o *options) { o.retry, o.retrySet = r, true }
+	return optionFunc(func(o *options) { o.retry, o.retrySet = r, true })
 }
 
 // StartOptions are the options of StartMirrorTopics (spec §11.5).

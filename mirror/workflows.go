@@ -48,14 +48,8 @@ func (m *Mirror) CreateClusterMirror(ctx context.Context, name string, configs m
 // INVALID_CLUSTER_MIRROR_STATES naming the partition and its state; TOPIC_ALREADY_EXISTS;
 // INVALID_REQUEST: excluded).
 func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []string, o StartOptions) ([]TopicResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.checkRequest(ctx, name); err != nil {
 		return nil, err
-	}
-	if m.isClosed() {
-		return nil, ErrClosed
-	}
-	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, controller.UnknownMirror(name)
 	}
 	if err := controller.ValidatePatterns(o.IncludePatterns, o.ExcludePatterns); err != nil {
 		return nil, err
@@ -98,13 +92,12 @@ func startNames(topics []string, src []SourceTopic, o StartOptions) ([]string, e
 		return names, nil
 	}
 	asked := setOf(names)
-	pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1",
-		KeyTopicsInclude: strings.Join(o.IncludePatterns, ","), KeyTopicsExclude: strings.Join(o.ExcludePatterns, ",")})
+	match, err := controller.NewTopicMatcher(o.IncludePatterns, o.ExcludePatterns)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range src {
-		if !t.Internal && pc.IncludesTopic(t.Name) && !asked[t.Name] {
+		if !t.Internal && match.Includes(t.Name) && !asked[t.Name] {
 			names = append(names, t.Name)
 		}
 	}
@@ -208,77 +201,60 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *mirrorRuntime, name 
 // match and keep auto-discovery from re-adding them. With o.Wait the call returns once
 // every stopped topic is actually STOPPED.
 func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []string, o StopOptions) ([]TopicResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.checkRequest(ctx, name); err != nil {
 		return nil, err
 	}
-	if m.isClosed() {
-		return nil, ErrClosed
-	}
-	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, controller.UnknownMirror(name)
-	}
-	if err := controller.ValidatePatterns(o.Patterns, nil); err != nil {
+	match, err := controller.NewTopicMatcher(o.Patterns, nil)
+	if err != nil {
 		return nil, err
 	}
 	names := dedupe(topics)
 	if len(o.Patterns) > 0 {
 		asked := setOf(names)
-		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: strings.Join(o.Patterns, ","), KeyTopicsExclude: ""})
-		if err != nil {
-			return nil, err
-		}
 		for _, t := range m.ctrl.Topics(name) {
-			if pc.IncludesTopic(t.Topic) && !asked[t.Topic] {
+			if match.Includes(t.Topic) && !asked[t.Topic] {
 				names = append(names, t.Topic)
 			}
 		}
 	}
-	res, err := m.lifecycle(ctx, name, names, statemachine.OpStop, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
-		return m.ctrl.StopTopics(ctx, name, ok, o.Patterns, off)
-	})
-	if err != nil || !o.Wait {
-		return res, err
-	}
-	return res, m.waitResults(ctx, name, res, statemachine.Stopped)
+	return m.lifecycleWait(ctx, name, names, statemachine.OpStop, o.Wait, statemachine.Stopped,
+		func(ctx context.Context, name string, ok []string, off int64) ([]TopicResult, error) {
+			return m.ctrl.StopTopics(ctx, name, ok, o.Patterns, off)
+		})
 }
 
 // PauseMirrorTopics pauses topics of mirror name (spec §14.4): every partition must be
 // actually MIRRORING, and the topic desired MIRRORING. The reconcilers remove the
 // fetchers (PAUSING) and reach PAUSED; the partitions stay read-only.
 func (m *Mirror) PauseMirrorTopics(ctx context.Context, name string, topics []string, o LifecycleOptions) ([]TopicResult, error) {
-	res, err := m.lifecycle(ctx, name, dedupe(topics), statemachine.OpPause, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
-		return m.ctrl.PauseTopics(ctx, name, ok, off)
-	})
-	if err != nil || !o.Wait {
-		return res, err
-	}
-	return res, m.waitResults(ctx, name, res, statemachine.Paused)
+	return m.lifecycleWait(ctx, name, dedupe(topics), statemachine.OpPause, o.Wait, statemachine.Paused, m.ctrl.PauseTopics)
 }
 
 // ResumeMirrorTopics resumes paused topics of mirror name (spec §14.5): every partition
 // must be actually PAUSED. Fetching resumes at the local log end, without truncation.
 func (m *Mirror) ResumeMirrorTopics(ctx context.Context, name string, topics []string, o LifecycleOptions) ([]TopicResult, error) {
-	res, err := m.lifecycle(ctx, name, dedupe(topics), statemachine.OpResume, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
-		return m.ctrl.ResumeTopics(ctx, name, ok, off)
+	return m.lifecycleWait(ctx, name, dedupe(topics), statemachine.OpResume, o.Wait, statemachine.Mirroring, m.ctrl.ResumeTopics)
+}
+
+// lifecycleWait runs lifecycle(ctx, name, topics, op, apply); with wait it then waits
+// until the topics that succeeded reach want. apply is called with the mirror's name.
+func (m *Mirror) lifecycleWait(ctx context.Context, name string, topics []string, op statemachine.Op, wait bool,
+	want statemachine.State, apply func(ctx context.Context, name string, ok []string, stateOffset int64) ([]TopicResult, error)) ([]TopicResult, error) {
+	res, err := m.lifecycle(ctx, name, topics, op, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
+		return apply(ctx, name, ok, off)
 	})
-	if err != nil || !o.Wait {
+	if err != nil || !wait {
 		return res, err
 	}
-	return res, m.waitResults(ctx, name, res, statemachine.Mirroring)
+	return res, m.waitResults(ctx, name, res, want)
 }
 
 // lifecycle validates the actual states of topics for op through the coordinator, notes
 // the controller offset it validated against, and hands the valid topics to apply.
 func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op statemachine.Op,
 	apply func(ctx context.Context, ok []string, stateOffset int64) ([]TopicResult, error)) ([]TopicResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := m.checkRequest(ctx, name); err != nil {
 		return nil, err
-	}
-	if m.isClosed() {
-		return nil, ErrClosed
-	}
-	if _, ok := m.ctrl.Mirror(name); !ok {
-		return nil, controller.UnknownMirror(name)
 	}
 	off := m.ctrl.Offset()
 	var results []TopicResult
@@ -380,14 +356,8 @@ func (m *Mirror) DeleteClusterMirrors(ctx context.Context, names []string) map[s
 }
 
 func (m *Mirror) deleteMirror(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
+	if err := m.checkRequest(ctx, name); err != nil {
 		return err
-	}
-	if m.isClosed() {
-		return ErrClosed
-	}
-	if _, ok := m.ctrl.Mirror(name); !ok {
-		return controller.UnknownMirror(name)
 	}
 	off := m.ctrl.Offset()
 	for _, ts := range m.ctrl.Topics(name) {
@@ -502,8 +472,7 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 	var out []TopicDescription
 	now := m.opts.clock()
 	req := coordinator.ReadRequest{MirrorName: name}
-	type ref struct{ t, p int }
-	var refs []ref
+	var slots []tpSlot
 	for _, ts := range m.ctrl.Topics(name) {
 		want, filtered := o.TopicPartitions[ts.Topic]
 		if o.TopicPartitions != nil && !filtered {
@@ -528,29 +497,26 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 			}
 			if o.IncludeStates {
 				req.Partitions = append(req.Partitions, coordinator.ReadPartition{TopicID: ts.TopicID, Partition: p, LeaderEpoch: -1})
-				refs = append(refs, ref{len(out), len(td.Partitions)})
+				slots = append(slots, tpSlot{len(out), len(td.Partitions)})
 			}
 			td.Partitions = append(td.Partitions, pd)
 		}
 		out = append(out, td)
 	}
-	if len(req.Partitions) > 0 {
-		resp, err := m.coord.ReadMirrorStates(ctx, req)
-		if err != nil {
-			return nil, err
+	err := m.readStates(ctx, req, slots, func(s tpSlot, r coordinator.ReadPartitionResult) {
+		pd := &out[s.t].Partitions[s.p]
+		pd.ErrorCode = r.ErrorCode
+		if r.ErrorCode != admin.CodeNone {
+			return
 		}
-		for i, r := range resp.Partitions {
-			pd := &out[refs[i].t].Partitions[refs[i].p]
-			pd.ErrorCode = r.ErrorCode
-			if r.ErrorCode != admin.CodeNone {
-				continue
-			}
-			pd.State, pd.LastMirrorEpoch, pd.LastMirrorOffset = r.State, r.LastMirrorEpoch, r.LastMirrorOffset
-			pd.RetryAttempt, pd.PreviousState = r.RetryAttempt, r.PreviousState
-			if r.ErrorMessage != nil {
-				pd.ErrorMessage = *r.ErrorMessage
-			}
+		pd.State, pd.LastMirrorEpoch, pd.LastMirrorOffset = r.State, r.LastMirrorEpoch, r.LastMirrorOffset
+		pd.RetryAttempt, pd.PreviousState = r.RetryAttempt, r.PreviousState
+		if r.ErrorMessage != nil {
+			pd.ErrorMessage = *r.ErrorMessage
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

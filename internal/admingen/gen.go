@@ -109,7 +109,18 @@ func (g *gen) message(m, other *message) {
 	g.p("//")
 	g.p("// API key %d, versions %d-%d, flexible in every version.", m.APIKey, m.valid.lo, m.valid.hi)
 	g.structType(m, m.Name, m.Fields, true)
+	g.versionMethods(m)
+	if m.Type == "request" {
+		g.requestMethods(m, other)
+	} else {
+		g.responseMethods(m, other)
+	}
+	g.codecMethods(m)
+}
 
+// versionMethods emits Key, MaxVersion, MinVersion, SetVersion, GetVersion and
+// IsFlexible of a top-level message.
+func (g *gen) versionMethods(m *message) {
 	name := m.Name
 	g.p("// Key returns the API key of %s.", name)
 	g.p("func (*%s) Key() int16 { return Key%s }", name, rpcName(m))
@@ -129,54 +140,65 @@ func (g *gen) message(m, other *message) {
 	g.p("// IsFlexible reports whether the message version uses the flexible (KIP-482) encoding.")
 	g.p("func (v *%s) IsFlexible() bool { return v.Version >= 0 }", name)
 	g.p("")
-	if m.Type == "request" {
-		g.p("// ResponseKind returns an empty %s with defaults, at the request's version.", other.Name)
-		g.p("func (v *%s) ResponseKind() kmsg.Response {", name)
-		g.p("\tr := New%s()", other.Name)
-		g.p("\tr.Version = v.Version")
-		g.p("\treturn &r")
-		g.p("}")
-		g.p("")
-		g.p("// RequestWith issues the request with r and returns the typed response.")
-		g.p("func (v *%s) RequestWith(ctx context.Context, r kmsg.Requestor) (*%s, error) {", name, other.Name)
-		g.p("\tkresp, err := r.Request(ctx, v)")
-		g.p("\tresp, _ := kresp.(*%s)", other.Name)
-		g.p("\treturn resp, err")
-		g.p("}")
-		g.p("")
-		if hasField(m.Fields, "TimeoutMs", "int32", m.valid) {
-			g.p("// Timeout returns the request's TimeoutMs.")
-			g.p("func (v *%s) Timeout() int32 { return v.TimeoutMs }", name)
-			g.p("")
-			g.p("// SetTimeout sets the request's TimeoutMs.")
-			g.p("func (v *%s) SetTimeout(timeoutMillis int32) { v.TimeoutMs = timeoutMillis }", name)
-			g.p("")
-		}
-	} else {
-		g.p("// RequestKind returns an empty %s with defaults, at the response's version.", other.Name)
-		g.p("func (v *%s) RequestKind() kmsg.Request {", name)
-		g.p("\tr := New%s()", other.Name)
-		g.p("\tr.Version = v.Version")
-		g.p("\treturn &r")
-		g.p("}")
-		g.p("")
-		if hasField(m.Fields, "ThrottleTimeMs", "int32", m.valid) {
-			g.p("// Throttle returns ThrottleTimeMs; the throttle applies after the response.")
-			g.p("func (v *%s) Throttle() (int32, bool) { return v.ThrottleTimeMs, true }", name)
-			g.p("")
-			g.p("// SetThrottle sets ThrottleTimeMs.")
-			g.p("func (v *%s) SetThrottle(throttleMillis int32) { v.ThrottleTimeMs = throttleMillis }", name)
-			g.p("")
-		}
-		if hasField(m.Fields, "ErrorCode", "int16", m.valid) && hasField(m.Fields, "ErrorMessage", "string", m.valid) {
-			g.p("// SetError sets the top-level ErrorCode and ErrorMessage.")
-			g.p("func (v *%s) SetError(code int16, message *string) { v.ErrorCode, v.ErrorMessage = code, message }", name)
-			g.p("")
-			g.p("// TopLevelError returns the top-level ErrorCode and ErrorMessage.")
-			g.p("func (v *%s) TopLevelError() (int16, *string) { return v.ErrorCode, v.ErrorMessage }", name)
-			g.p("")
-		}
+}
+
+// kindMethod is the ResponseKind method of a request and the RequestKind method of a
+// response: %[1]s the type, %[2]s the method, %[3]s the other type, %[4]s "request"
+// or "response", %[5]s the kmsg interface returned.
+const kindMethod = `// %[2]s returns an empty %[3]s with defaults, at the %[4]s's version.
+func (v *%[1]s) %[2]s() kmsg.%[5]s {
+	r := New%[3]s()
+	r.Version = v.Version
+	return &r
+}
+`
+
+// accessors emits two one-line methods of type name, each after its doc comment, when
+// the message has the fields they read (cond).
+func (g *gen) accessors(cond bool, name string, pairs ...[2]string) {
+	if !cond {
+		return
 	}
+	for _, dm := range pairs {
+		g.p("// %s", dm[0])
+		g.p(dm[1], name)
+		g.p("")
+	}
+}
+
+// requestMethods emits ResponseKind, RequestWith and, with a TimeoutMs field, the
+// timeout accessors of a request.
+func (g *gen) requestMethods(m, other *message) {
+	name := m.Name
+	g.p(kindMethod, name, "ResponseKind", other.Name, "request", "Response")
+	g.p("// RequestWith issues the request with r and returns the typed response.")
+	g.p("func (v *%s) RequestWith(ctx context.Context, r kmsg.Requestor) (*%s, error) {", name, other.Name)
+	g.p("\tkresp, err := r.Request(ctx, v)")
+	g.p("\tresp, _ := kresp.(*%s)", other.Name)
+	g.p("\treturn resp, err")
+	g.p("}")
+	g.p("")
+	g.accessors(hasField(m.Fields, "TimeoutMs", "int32", m.valid), name,
+		[2]string{"Timeout returns the request's TimeoutMs.", "func (v *%s) Timeout() int32 { return v.TimeoutMs }"},
+		[2]string{"SetTimeout sets the request's TimeoutMs.", "func (v *%s) SetTimeout(timeoutMillis int32) { v.TimeoutMs = timeoutMillis }"})
+}
+
+// responseMethods emits RequestKind and, with the fields for them, the throttle and
+// top-level error accessors of a response.
+func (g *gen) responseMethods(m, other *message) {
+	name := m.Name
+	g.p(kindMethod, name, "RequestKind", other.Name, "response", "Request")
+	g.accessors(hasField(m.Fields, "ThrottleTimeMs", "int32", m.valid), name,
+		[2]string{"Throttle returns ThrottleTimeMs; the throttle applies after the response.", "func (v *%s) Throttle() (int32, bool) { return v.ThrottleTimeMs, true }"},
+		[2]string{"SetThrottle sets ThrottleTimeMs.", "func (v *%s) SetThrottle(throttleMillis int32) { v.ThrottleTimeMs = throttleMillis }"})
+	g.accessors(hasField(m.Fields, "ErrorCode", "int16", m.valid) && hasField(m.Fields, "ErrorMessage", "string", m.valid), name,
+		[2]string{"SetError sets the top-level ErrorCode and ErrorMessage.", "func (v *%s) SetError(code int16, message *string) { v.ErrorCode, v.ErrorMessage = code, message }"},
+		[2]string{"TopLevelError returns the top-level ErrorCode and ErrorMessage.", "func (v *%s) TopLevelError() (int16, *string) { return v.ErrorCode, v.ErrorMessage }"})
+}
+
+// codecMethods emits AppendTo, ReadFrom and ReadFromLimit of a top-level message.
+func (g *gen) codecMethods(m *message) {
+	name := m.Name
 	g.p("// AppendTo appends the message body, encoded at v.Version, to dst.")
 	g.p("func (v *%s) AppendTo(dst []byte) []byte { return v.appendTo(dst, v.Version) }", name)
 	g.p("")
@@ -205,6 +227,20 @@ func (g *gen) message(m, other *message) {
 // structType emits the struct, its Default/New helpers and codecs, then the
 // nested struct types.
 func (g *gen) structType(m *message, name string, fields []*field, top bool) {
+	g.structDecl(m, name, fields, top)
+	g.constructors(name, fields)
+	tagged := g.encoder(m, name, fields)
+	g.decoder(m, name, fields, tagged)
+	for _, f := range fields {
+		if f.kind == "struct" {
+			g.p("// %s is an element of %s.%s.", f.elemName, name, f.Name)
+			g.structType(m, f.elemName, f.Fields, false)
+		}
+	}
+}
+
+// structDecl emits the struct declaration: the fields with their docs and notes.
+func (g *gen) structDecl(m *message, name string, fields []*field, top bool) {
 	g.p("type %s struct {", name)
 	if top {
 		g.p("\t// Version is the version of the message, used to encode and decode it.")
@@ -213,25 +249,7 @@ func (g *gen) structType(m *message, name string, fields []*field, top bool) {
 	}
 	for _, f := range fields {
 		g.p("\t// %s: %s", f.Name, f.About)
-		var notes []string
-		if !f.versions.covers(m.valid) {
-			notes = append(notes, fmt.Sprintf("present in versions %s", f.Versions))
-		}
-		if !f.nullable.empty() {
-			notes = append(notes, fmt.Sprintf("nullable in versions %s", f.NullableVersions))
-		}
-		if !f.tagged.empty() {
-			notes = append(notes, fmt.Sprintf("tagged field, tag %d", *f.Tag))
-		}
-		if f.def != "" {
-			notes = append(notes, "default "+f.def)
-		} else if len(f.Default) > 0 {
-			notes = append(notes, "default "+strings.Trim(string(f.Default), `"`))
-		}
-		if f.MapKey {
-			notes = append(notes, "unique key of the list")
-		}
-		if len(notes) > 0 {
+		if notes := fieldNotes(m, f); len(notes) > 0 {
 			g.p("\t// (%s)", strings.Join(notes, "; "))
 		}
 		g.p("\t%s %s", f.Name, f.goType())
@@ -242,7 +260,34 @@ func (g *gen) structType(m *message, name string, fields []*field, top bool) {
 	g.p("\tUnknownTags kmsg.Tags")
 	g.p("}")
 	g.p("")
+}
 
+// fieldNotes are the facts of f a field comment states: versions, nullability, tag,
+// default, map key.
+func fieldNotes(m *message, f *field) []string {
+	var notes []string
+	if !f.versions.covers(m.valid) {
+		notes = append(notes, fmt.Sprintf("present in versions %s", f.Versions))
+	}
+	if !f.nullable.empty() {
+		notes = append(notes, fmt.Sprintf("nullable in versions %s", f.NullableVersions))
+	}
+	if !f.tagged.empty() {
+		notes = append(notes, fmt.Sprintf("tagged field, tag %d", *f.Tag))
+	}
+	if f.def != "" {
+		notes = append(notes, "default "+f.def)
+	} else if len(f.Default) > 0 {
+		notes = append(notes, "default "+strings.Trim(string(f.Default), `"`))
+	}
+	if f.MapKey {
+		notes = append(notes, "unique key of the list")
+	}
+	return notes
+}
+
+// constructors emits Default, New<name> and NewPtr<name>.
+func (g *gen) constructors(name string, fields []*field) {
 	g.p("// Default sets every field of %s that has a non-zero default to it.", name)
 	g.p("func (v *%s) Default() {", name)
 	for _, f := range fields {
@@ -269,8 +314,11 @@ func (g *gen) structType(m *message, name string, fields []*field, top bool) {
 	g.p("\treturn &v")
 	g.p("}")
 	g.p("")
+}
 
-	// Encoder.
+// encoder emits appendTo: the untagged fields in order, then the tag section. It
+// returns the tagged fields.
+func (g *gen) encoder(m *message, name string, fields []*field) []*field {
 	g.p("func (v *%s) appendTo(dst []byte, version int16) []byte {", name)
 	g.p("\t_ = version")
 	var tagged []*field
@@ -304,8 +352,12 @@ func (g *gen) structType(m *message, name string, fields []*field, top bool) {
 	g.p("\treturn dst")
 	g.p("}")
 	g.p("")
+	return tagged
+}
 
-	// Decoder.
+// decoder emits readFrom: the untagged fields in order, then the tag section (the
+// tagged fields by tag, unknown tags kept).
+func (g *gen) decoder(m *message, name string, fields, tagged []*field) {
 	g.p("func (v *%s) readFrom(d *decoder, version int16) {", name)
 	g.p("\t_ = version")
 	for _, f := range fields {
@@ -337,13 +389,6 @@ func (g *gen) structType(m *message, name string, fields []*field, top bool) {
 	g.p("\t}")
 	g.p("}")
 	g.p("")
-
-	for _, f := range fields {
-		if f.kind == "struct" {
-			g.p("// %s is an element of %s.%s.", f.elemName, name, f.Name)
-			g.structType(m, f.elemName, f.Fields, false)
-		}
-	}
 }
 
 func (g *gen) withCond(cond string, body func()) {

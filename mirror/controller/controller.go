@@ -95,8 +95,16 @@ func OpenController(ctx context.Context, log ControllerLog) (*Controller, error)
 }
 
 // Watch registers fn to be called, after every durable change, with the new desired state
-// of each topic the change touched. fn runs with the controller's lock released but in
-// change order; it must not block for long.
+// of each topic the change touched, in change order.
+//
+// fn runs synchronously inside the mutating call (CreateMirror, StartTopics, StopTopics,
+// PauseTopics, ResumeTopics, DeleteMirror) with the controller's lock held, after the
+// records are durable and applied and before that call returns: a caller that gets a
+// result back knows every watcher has seen the change. Consequences: fn must not call
+// any method of the Controller (or of its View) — the lock is not reentrant, so that
+// deadlocks — nor wait for a goroutine that does; and while fn runs every other
+// Controller call waits, so fn must not block for long. A watcher registered during a
+// change first sees the next one.
 func (c *Controller) Watch(fn func(TopicState)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -189,24 +197,14 @@ func (c *Controller) CreateMirror(ctx context.Context, name string, configs map[
 // name is TOPIC_ALREADY_EXISTS; a topic active in another mirror, or PAUSED here, is
 // INVALID_CLUSTER_MIRROR_STATES; a topic already MIRRORING here succeeds with no change.
 func (c *Controller) StartTopics(ctx context.Context, name string, topics []TopicMeta, include, exclude []string) ([]TopicResult, error) {
-	if err := ValidatePatterns(include, exclude); err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.mirrors[name]
-	if !ok {
-		return nil, UnknownMirror(name)
+	cfg, raw, err := c.patternsLocked(name, include, exclude)
+	if err != nil {
+		return nil, err
 	}
 	var recs []records.ControllerRecord
-	cfg := m.Config
-	if len(include) > 0 || len(exclude) > 0 {
-		raw := withPatterns(m, include, exclude)
-		parsed, err := ParseMirrorConfig(raw)
-		if err != nil {
-			return nil, err
-		}
-		cfg = parsed
+	if raw != nil {
 		recs = append(recs, mirrorRecord(name, raw))
 		for _, t := range c.topics {
 			if t.Mirror == name && t.Desired != statemachine.DesiredStopped && cfg.ExcludesTopic(t.Topic) {
@@ -233,23 +231,11 @@ func (c *Controller) StartTopics(ctx context.Context, name string, topics []Topi
 // destination topic. It returns one error (nil = would start) per topic, in order, or
 // an error for the whole request (unknown mirror, bad patterns).
 func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclude []string) ([]error, error) {
-	if err := ValidatePatterns(include, exclude); err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.mirrors[name]
-	if !ok {
-		return nil, UnknownMirror(name)
-	}
-	cfg := m.Config
-	if len(include) > 0 || len(exclude) > 0 {
-		raw := withPatterns(m, include, exclude)
-		parsed, err := ParseMirrorConfig(raw)
-		if err != nil {
-			return nil, err
-		}
-		cfg = parsed
+	cfg, _, err := c.patternsLocked(name, include, exclude)
+	if err != nil {
+		return nil, err
 	}
 	errs := make([]error, len(topics))
 	for i, tm := range topics {
@@ -293,27 +279,23 @@ func (c *Controller) alreadyMirroringLocked(name, topic string) bool {
 // newer is refused with INVALID_CLUSTER_MIRROR_STATES. A topic already STOPPED succeeds
 // with no change.
 func (c *Controller) StopTopics(ctx context.Context, name string, topics, patterns []string, stateOffset int64) ([]TopicResult, error) {
-	if err := ValidatePatterns(patterns, nil); err != nil {
+	match, err := NewTopicMatcher(patterns, nil)
+	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, ok := c.mirrors[name]
-	if !ok {
-		return nil, UnknownMirror(name)
+	_, raw, err := c.patternsLocked(name, nil, patterns)
+	if err != nil {
+		return nil, err
 	}
 	var recs []records.ControllerRecord
 	names := append([]string(nil), topics...)
-	if len(patterns) > 0 {
-		raw := withPatterns(m, nil, patterns)
+	if raw != nil {
 		recs = append(recs, mirrorRecord(name, raw))
-		pc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "x:1", KeyTopicsInclude: joinList(patterns), KeyTopicsExclude: ""})
-		if err != nil {
-			return nil, err
-		}
 		asked := setOf(names)
 		for _, t := range c.topics {
-			if t.Mirror == name && pc.IncludesTopic(t.Topic) && !asked[t.Topic] {
+			if t.Mirror == name && match.Includes(t.Topic) && !asked[t.Topic] {
 				names = append(names, t.Topic)
 			}
 		}
@@ -426,7 +408,8 @@ func (c *Controller) sortedTopicsLocked() []*TopicState {
 	return out
 }
 
-// commitLocked appends recs durably, then applies them and tells the watchers.
+// commitLocked appends recs durably, then applies them and tells the watchers (with
+// c.mu held, see Watch).
 func (c *Controller) commitLocked(ctx context.Context, recs []records.ControllerRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -527,6 +510,29 @@ func ValidatePatterns(a, b []string) error {
 		}
 	}
 	return nil
+}
+
+// patternsLocked returns the config of mirror name with include and exclude patterns
+// added (withPatterns) and its raw configs, nil when there are no patterns (the config
+// is then the mirror's own). Unknown mirror: UNKNOWN_CLUSTER_MIRROR; a bad pattern:
+// INVALID_REQUEST (ValidatePatterns).
+func (c *Controller) patternsLocked(name string, include, exclude []string) (MirrorConfig, map[string]string, error) {
+	if err := ValidatePatterns(include, exclude); err != nil {
+		return MirrorConfig{}, nil, err
+	}
+	m, ok := c.mirrors[name]
+	if !ok {
+		return MirrorConfig{}, nil, UnknownMirror(name)
+	}
+	if len(include) == 0 && len(exclude) == 0 {
+		return m.Config, nil, nil
+	}
+	raw := withPatterns(m, include, exclude)
+	cfg, err := ParseMirrorConfig(raw)
+	if err != nil {
+		return MirrorConfig{}, nil, err
+	}
+	return cfg, raw, nil
 }
 
 // withPatterns returns m's raw configs with include patterns added to its topic includes

@@ -27,11 +27,9 @@ type TopicSpec struct {
 	Configs    map[string]string
 }
 
-// TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+// TopicPartition names one partition. It is fetcher.TopicPartition, so that one type
+// names a partition from the fetch loop to the destination.
+type TopicPartition = fetcher.TopicPartition
 
 // Destination is what the host owns on the destination side: topics, their partition
 // logs, the read-only flag of mirror partitions and committed consumer-group offsets.
