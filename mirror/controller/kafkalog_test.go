@@ -104,11 +104,23 @@ func TestKafkaControllerLogAbortedNotLoaded(t *testing.T) {
 	first, err := l.Append(ctx, []records.ControllerRecord{mirrorRecord("m", map[string]string{KeyBootstrapServers: "a:1"})})
 	require.NoError(t, err)
 	require.Equal(t, int64(0), first)
-	// An aborted transaction: records produced, then aborted.
-	require.NoError(t, l.producer.BeginTxn())
-	_, _, err = l.producer.SendMessage(klogMessage("ctl", mirrorRecord("aborted", map[string]string{KeyBootstrapServers: "a:1"})))
+	// An aborted transaction of another transactional producer: records produced, then
+	// aborted.
+	pc := sarama.NewConfig()
+	pc.Version = sarama.V3_6_0_0
+	pc.Producer.Idempotent = true
+	pc.Producer.RequiredAcks = sarama.WaitForAll
+	pc.Producer.Return.Successes = true
+	pc.Producer.Partitioner = sarama.NewManualPartitioner
+	pc.Producer.Transaction.ID = "aborter"
+	pc.Net.MaxOpenRequests = 1
+	aborter, err := sarama.NewSyncProducer(kc.ListenAddrs(), pc)
 	require.NoError(t, err)
-	require.NoError(t, l.producer.AbortTxn())
+	defer aborter.Close()
+	require.NoError(t, aborter.BeginTxn())
+	_, _, err = aborter.SendMessage(klogMessage("ctl", mirrorRecord("aborted", map[string]string{KeyBootstrapServers: "a:1"})))
+	require.NoError(t, err)
+	require.NoError(t, aborter.AbortTxn())
 	second, err := l.Append(ctx, []records.ControllerRecord{
 		topicRecord("t", id(1), "m", statemachine.DesiredMirroring),
 		topicRecord("u", id(2), "m", statemachine.DesiredMirroring),
