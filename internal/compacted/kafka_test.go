@@ -1,0 +1,110 @@
+package compacted
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
+)
+
+// realTopic returns a topic name unique to this run and deletes the topic after the test.
+func realTopic(t *testing.T, brokers []string, what string) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	topic := "kt-compacted-" + what + "-" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		sc := sarama.NewConfig()
+		sc.Version = sarama.V3_6_0_0
+		if adm, err := sarama.NewClusterAdmin(brokers, sc); err == nil {
+			_ = adm.DeleteTopic(topic)
+			_ = adm.Close()
+		}
+	})
+	return topic
+}
+
+// TestKafkaStateLog runs the log on real Kafka (cluster B): a created topic is
+// compact-only, compact,delete is refused with the topic and policy named, committed
+// records replay without the aborted ones, and a second producer of the id fences the
+// first.
+func TestKafkaStateLog(t *testing.T) {
+	kafkatest.RequireCI(t)
+	brokers := kafkatest.ClusterB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	both := realTopic(t, brokers, "both")
+	sc := sarama.NewConfig()
+	sc.Version = sarama.V3_6_0_0
+	adm, err := sarama.NewClusterAdmin(brokers, sc)
+	require.NoError(t, err)
+	defer adm.Close()
+	policy := "compact,delete"
+	require.NoError(t, adm.CreateTopic(both, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"cleanup.policy": &policy}}, false))
+	_, err = Open(ctx, Config{Brokers: brokers, Topic: both, Partitions: 1})
+	var pe *CleanupPolicyError
+	require.True(t, errors.As(err, &pe), "%v", err)
+	require.Equal(t, both, pe.Topic)
+	require.Equal(t, "compact,delete", pe.Policy)
+
+	topic := realTopic(t, brokers, "log")
+	cfg := Config{Brokers: brokers, Topic: topic, Partitions: 2, ReplicationFactor: 1, MinInSyncReplicas: 1}
+	l, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	defer l.Close()
+	got, err := describePolicy(adm, topic)
+	require.NoError(t, err)
+	require.Equal(t, "compact", got)
+
+	old := newProducer(t, l, topic+"-owner", 1)
+	_, err = old.Append(ctx, recs("a", "1", "b", "2"))
+	require.NoError(t, err)
+	abortedTxn(t, brokers, topic, 1, "aborted", "x")
+	_, err = old.Append(ctx, recs("a", "<nil>"))
+	require.NoError(t, err)
+
+	cur := newProducer(t, l, topic+"-owner", 1)
+	_, err = old.Append(ctx, recs("zombie", "1"))
+	require.ErrorIs(t, err, ErrFenced)
+	_, err = cur.Append(ctx, recs("c", "3"))
+	require.NoError(t, err)
+
+	var keys []string
+	var tomb []bool
+	rs, err := tryReplay(ctx, l, 1)
+	require.NoError(t, err)
+	for _, r := range rs {
+		keys = append(keys, r.Key)
+		tomb = append(tomb, r.Tombstone)
+	}
+	require.Equal(t, []string{"a", "b", "a", "c"}, keys)
+	require.Equal(t, []bool{false, false, true, false}, tomb)
+	empty, err := tryReplay(ctx, l, 0)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+}
+
+func describePolicy(adm sarama.ClusterAdmin, topic string) (string, error) {
+	res, err := adm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
+		ConfigNames: []string{"cleanup.policy"}}}, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, r := range res {
+		for _, e := range r.Configs {
+			if e.Name == "cleanup.policy" {
+				return e.Value, nil
+			}
+		}
+	}
+	return "", errors.New("no cleanup.policy")
+}
