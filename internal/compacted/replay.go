@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -13,9 +14,6 @@ import (
 const (
 	// maxFetchBytes bounds the growth of the fetch budget for a batch larger than it.
 	maxFetchBytes = 1 << 30
-	// emptyProbes is how often the budget doubles over a fetch that decoded no batch
-	// below the end before the rest is taken as record-less batches (see Replay).
-	emptyProbes = 4
 )
 
 // Replay calls fn for every committed record of partition, in offset order, from the log
@@ -27,9 +25,9 @@ const (
 // refresh with a bounded backoff (Config.RetryTimeout per stalled step); an
 // OFFSET_OUT_OF_RANGE whose log start is past the fetch offset moves on to the log start
 // (the records below it are gone for every reader, as if the replay had started later).
-// Batches without records, which the log cleaner keeps for producer state, are not
-// decoded; a fetch that returns nothing else below the end, with a leader that has
-// reached the end and a budget grown emptyProbes times, ends the replay.
+// Batches without records, which the log cleaner keeps for producer state, are passed
+// over; a replica that answers without any batch below the end is retried like a leader
+// error (the replay never ends on a guess).
 func (l *Log) Replay(ctx context.Context, partition int32, fn func(offset int64, key, value []byte) error) error {
 	if err := l.checkOpen(); err != nil {
 		return err
@@ -51,7 +49,6 @@ type replay struct {
 	partition int32
 	retry     *retrier
 	maxBytes  int32
-	probes    int // budget doublings over fetches that decoded nothing
 }
 
 func (rp *replay) where(offset int64) string {
@@ -81,11 +78,9 @@ func (rp *replay) run(ctx context.Context, start, end int64, fn func(int64, []by
 		if advanced > next {
 			next = advanced
 			rp.retry.reset()
-			rp.probes = 0
 			continue
 		}
-		done, err := rp.noProgress(ctx, blk, next, end, partial || blk.Partial)
-		if err != nil || done {
+		if next, err = rp.noProgress(ctx, blk, next, end, partial || blk.Partial); err != nil {
 			return err
 		}
 	}
@@ -107,33 +102,49 @@ func (rp *replay) outOfRange(ctx context.Context, blk *sarama.FetchResponseBlock
 	return next, nil
 }
 
-// noProgress handles a fetch at next that passed no whole batch: it grows the budget for
-// a truncated batch, waits for a leader that has not reached end, and otherwise probes
-// with a larger budget before it reports the replay done.
-func (rp *replay) noProgress(ctx context.Context, blk *sarama.FetchResponseBlock, next, end int64, partial bool) (bool, error) {
+// noProgress handles a fetch at next that passed no whole batch below end. It grows the
+// budget for a truncated batch; it moves past batches without records (sarama decodes
+// them but leaves them out of RecordsSet; the log cleaner keeps them for producer state);
+// and it retries, within the retry budget, a replica that returned nothing although its
+// last stable offset is past next, or that has not reached end yet. It never ends the
+// replay on a guess: the next offset it returns is one the response accounts for.
+func (rp *replay) noProgress(ctx context.Context, blk *sarama.FetchResponseBlock, next, end int64, partial bool) (int64, error) {
 	stable := blk.LastStableOffset
 	if stable < 0 {
 		stable = blk.HighWaterMarkOffset
 	}
-	switch {
-	case partial:
+	if partial {
 		if rp.maxBytes >= maxFetchBytes {
-			return false, fmt.Errorf("%w: %s: a batch is larger than %d bytes", ErrReplay, rp.where(next), maxFetchBytes)
+			return 0, fmt.Errorf("%w: %s: a batch is larger than %d bytes", ErrReplay, rp.where(next), maxFetchBytes)
 		}
 		rp.maxBytes = min(2*max(rp.maxBytes, 1), maxFetchBytes)
-	case stable < end:
-		rp.refresh()
-		cause := fmt.Errorf("the leader's last stable offset %d is below %d", stable, end)
-		if err := rp.retry.wait(ctx, cause); err != nil {
-			return false, fmt.Errorf("%w: fetch %s: %w", ErrReplay, rp.where(next), err)
-		}
-	case rp.probes < emptyProbes && rp.maxBytes < maxFetchBytes:
-		rp.probes++
-		rp.maxBytes = min(2*max(rp.maxBytes, 1), maxFetchBytes)
-	default:
-		return true, nil
+		return next, nil
 	}
-	return false, nil
+	if after, ok := decodedEnd(blk); ok && after > next {
+		rp.retry.reset()
+		return after, nil
+	}
+	cause := fmt.Errorf("no batch at %d below the last stable offset %d", next, stable)
+	if stable < end {
+		cause = fmt.Errorf("the replica's last stable offset %d is below %d", stable, end)
+	}
+	rp.refresh()
+	if err := rp.retry.wait(ctx, cause); err != nil {
+		return 0, fmt.Errorf("%w: fetch %s: %w", ErrReplay, rp.where(next), err)
+	}
+	return next, nil
+}
+
+// decodedEnd returns the offset after the last whole batch sarama decoded in blk,
+// counting the batches without records it leaves out of RecordsSet (sarama keeps it in
+// an unexported field, read here by reflection). ok is false when blk held no batch, or
+// when sarama no longer has the field; the replay then retries rather than guess.
+func decodedEnd(blk *sarama.FetchResponseBlock) (int64, bool) {
+	f := reflect.ValueOf(blk).Elem().FieldByName("recordsNextOffset")
+	if !f.IsValid() || f.Kind() != reflect.Pointer || f.IsNil() || f.Elem().Kind() != reflect.Int64 {
+		return 0, false
+	}
+	return f.Elem().Int(), true
 }
 
 // fetch fetches from offset, retrying retriable errors; the block it returns has no

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/records"
 )
 
 // TestReplayCommitted: committed records come back with their offsets, tombstones as nil
@@ -175,4 +177,79 @@ func TestReplayNotRetried(t *testing.T) {
 	require.ErrorIs(t, err, ErrReplay)
 	require.ErrorIs(t, err, sarama.ErrTopicAuthorizationFailed)
 	require.Equal(t, 1, h.Hits())
+}
+
+// fakeFetchAt answers up to n fetches of state-0 at offset at with batches and the
+// given last stable offset (empty batches: an answer without any batch); it returns
+// the number of fetches it answered.
+func fakeFetchAt(c *kfake.Cluster, at int64, n int, stable int64, batches []byte) func() int {
+	answered := 0
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.FetchRequest)
+		if answered >= n || len(req.Topics) != 1 || req.Topics[0].Topic != "state" ||
+			len(req.Topics[0].Partitions) != 1 || req.Topics[0].Partitions[0].FetchOffset != at {
+			return nil, nil, false
+		}
+		answered++
+		c.KeepControl()
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = "state"
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = stable, stable, 0
+		rp.RecordBatches = batches
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	return func() int { return answered }
+}
+
+// TestReplayRecordlessBatch: a batch whose records were all removed (the cleaner keeps it
+// for producer state) is passed over, also when it is the last one below the end.
+func TestReplayRecordlessBatch(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	cfg := testConfig(c.ListenAddrs(), "state", 1)
+	cfg.FetchMaxBytes = 1 // one batch per fetch
+	l := openLog(t, cfg)
+	p := newProducer(t, l, "w", 0)
+	for _, k := range []string{"a", "b"} {
+		_, err := p.Append(ctx, recs(k, "1"))
+		require.NoError(t, err)
+	} // a@0, COMMIT@1, b@2, COMMIT@3
+	empty, err := records.BuildBatch(records.BatchSpec{BaseOffset: 2, ProducerID: 9, BaseSequence: 0, Transactional: true}, nil)
+	require.NoError(t, err)
+	hits := fakeFetchAt(c, 2, 1, 4, empty)
+	got := replayAll(t, l, 0)
+	require.Equal(t, 1, hits())
+	require.Len(t, got, 1, "b is gone, as the cleaner would have removed it")
+	require.Equal(t, "a", got[0].Key)
+}
+
+// TestReplayEmptyAnswerRetried: a replica that answers without any batch although its
+// last stable offset is past the fetch offset (seen on real Kafka while a leader moves)
+// is asked again; the replay does not end early.
+func TestReplayEmptyAnswerRetried(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	cfg := testConfig(c.ListenAddrs(), "state", 1)
+	cfg.FetchMaxBytes = 1 // one batch per fetch
+	l := openLog(t, cfg)
+	p := newProducer(t, l, "w", 0)
+	for _, k := range []string{"a", "b"} {
+		_, err := p.Append(ctx, recs(k, "1"))
+		require.NoError(t, err)
+	}
+	hits := fakeFetchAt(c, 2, 6, 4, []byte{})
+	got := replayAll(t, l, 0)
+	require.Equal(t, 6, hits())
+	require.Len(t, got, 2, "b is replayed")
+
+	// an answer that stays empty fails the replay after the retry budget
+	cfg.RetryTimeout = 200 * time.Millisecond
+	short := openLog(t, cfg)
+	fakeFetchAt(c, 2, 1<<30, 4, []byte{})
+	_, err := tryReplay(ctx, short, 0)
+	require.ErrorIs(t, err, ErrReplay)
 }
