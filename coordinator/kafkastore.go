@@ -98,10 +98,12 @@ func (s *KafkaStore) Load(ctx context.Context, partition, ownerEpoch int32, fn f
 	txnID := s.cfg.TransactionalIDPrefix + "-" + strconv.Itoa(int(partition))
 	producer, err := s.log.NewProducer(compacted.ProducerConfig{TransactionalID: txnID, Partition: partition,
 		Sarama: s.cfg.saramaConfig(txnID), BeforeCommit: s.beforeCommit})
-	if err != nil {
-		if errors.Is(err, compacted.ErrFenced) {
-			return &FencedError{Partition: partition, Epoch: ownerEpoch, Current: -1, Cause: err}
-		}
+	switch {
+	case errors.Is(err, compacted.ErrFenced):
+		return &FencedError{Partition: partition, Epoch: ownerEpoch, Current: -1, Cause: err}
+	case errors.Is(err, compacted.ErrClosed):
+		return ErrClosed
+	case err != nil:
 		return fmt.Errorf("coordinator: partition %d: %w", partition, err)
 	}
 	if err := s.readCommitted(ctx, partition, fn); err != nil {
@@ -161,7 +163,10 @@ func (s *KafkaStore) readCommitted(ctx context.Context, partition int32, fn func
 		}
 		return fn(sr)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, compacted.ErrClosed):
+		return ErrClosed
+	case err != nil:
 		return fmt.Errorf("coordinator: load of %s-%d: %w", s.cfg.Topic, partition, err)
 	}
 	return nil
