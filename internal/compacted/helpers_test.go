@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -71,26 +70,4 @@ func recs(kv ...string) []Record {
 		out = append(out, r)
 	}
 	return out
-}
-
-// abortedTxn writes key=value to topic/partition in a transaction of its own
-// transactional id and aborts it.
-func abortedTxn(t testing.TB, brokers []string, topic string, partition int32, key, value string) {
-	t.Helper()
-	pc := sarama.NewConfig()
-	pc.Version = sarama.V3_6_0_0
-	pc.Producer.Idempotent = true
-	pc.Producer.RequiredAcks = sarama.WaitForAll
-	pc.Producer.Return.Successes = true
-	pc.Producer.Partitioner = sarama.NewManualPartitioner
-	pc.Producer.Transaction.ID = "aborter-" + topic
-	pc.Net.MaxOpenRequests = 1
-	p, err := sarama.NewSyncProducer(brokers, pc)
-	require.NoError(t, err)
-	defer p.Close()
-	require.NoError(t, p.BeginTxn())
-	_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: partition,
-		Key: sarama.StringEncoder(key), Value: sarama.StringEncoder(value)})
-	require.NoError(t, err)
-	require.NoError(t, p.AbortTxn())
 }

@@ -2,8 +2,6 @@ package compacted
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -11,25 +9,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kmirror/kmirror/internal/compacted/compactedtest"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 )
-
-// realTopic returns a topic name unique to this run and deletes the topic after the test.
-func realTopic(t *testing.T, brokers []string, what string) string {
-	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	topic := "kt-compacted-" + what + "-" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		sc := sarama.NewConfig()
-		sc.Version = sarama.V3_6_0_0
-		if adm, err := sarama.NewClusterAdmin(brokers, sc); err == nil {
-			_ = adm.DeleteTopic(topic)
-			_ = adm.Close()
-		}
-	})
-	return topic
-}
 
 // TestKafkaStateLog runs the log on real Kafka (cluster B): a created topic is
 // compact-only, compact,delete is refused with the topic and policy named, committed
@@ -41,34 +23,24 @@ func TestKafkaStateLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	both := realTopic(t, brokers, "both")
-	sc := sarama.NewConfig()
-	sc.Version = sarama.V3_6_0_0
-	adm, err := sarama.NewClusterAdmin(brokers, sc)
-	require.NoError(t, err)
-	defer adm.Close()
-	policy := "compact,delete"
-	require.NoError(t, adm.CreateTopic(both, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"cleanup.policy": &policy}}, false))
-	_, err = Open(ctx, Config{Brokers: brokers, Topic: both, Partitions: 1})
+	both := compactedtest.Topic(t, brokers, "kt-compacted-both")
+	compactedtest.CreateTopic(t, brokers, both, 1, "compact,delete")
+	_, err := Open(ctx, Config{Brokers: brokers, Topic: both, Partitions: 1})
 	var pe *CleanupPolicyError
 	require.True(t, errors.As(err, &pe), "%v", err)
-	require.Equal(t, both, pe.Topic)
-	require.Equal(t, "compact,delete", pe.Policy)
+	require.Equal(t, CleanupPolicyError{Topic: both, Policy: "compact,delete"}, *pe)
 
-	topic := realTopic(t, brokers, "log")
+	topic := compactedtest.Topic(t, brokers, "kt-compacted-log")
 	cfg := Config{Brokers: brokers, Topic: topic, Partitions: 2, ReplicationFactor: 1, MinInSyncReplicas: 1}
 	l, err := Open(ctx, cfg)
 	require.NoError(t, err)
 	defer l.Close()
-	got, err := describePolicy(adm, topic)
-	require.NoError(t, err)
-	require.Equal(t, "compact", got)
+	require.Equal(t, "compact", describePolicy(t, brokers, topic))
 
 	old := newProducer(t, l, topic+"-owner", 1)
 	_, err = old.Append(ctx, recs("a", "1", "b", "2"))
 	require.NoError(t, err)
-	abortedTxn(t, brokers, topic, 1, "aborted", "x")
+	compactedtest.AbortedTxn(t, brokers, topic+"-aborter", topic, 1, "aborted", "x")
 	_, err = old.Append(ctx, recs("a", "<nil>"))
 	require.NoError(t, err)
 
@@ -93,80 +65,23 @@ func TestKafkaStateLog(t *testing.T) {
 	require.Empty(t, empty)
 }
 
-func describePolicy(adm sarama.ClusterAdmin, topic string) (string, error) {
-	res, err := adm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
-		ConfigNames: []string{"cleanup.policy"}}}, sarama.DescribeConfigsOptions{})
-	if err != nil {
-		return "", err
-	}
-	for _, r := range res {
-		for _, e := range r.Configs {
-			if e.Name == "cleanup.policy" {
-				return e.Value, nil
-			}
-		}
-	}
-	return "", errors.New("no cleanup.policy")
-}
-
-// TestKafkaReplayAcrossLeaderChange (cluster A, three brokers): the partition's leader
-// moves by a preferred-leader election in the middle of a replay. The old leader answers
-// NOT_LEADER_OR_FOLLOWER, or, now a follower serving fetch v11 (KIP-392), answers from its
-// own view — once in 21 runs without any batch although its last stable offset was past
-// the fetch offset, which a replay that ended on such an answer took for the end of the
-// log. The replay refreshes its metadata, retries, and finishes with every record.
-func TestKafkaReplayAcrossLeaderChange(t *testing.T) {
-	kafkatest.RequireCI(t)
-	brokers := kafkatest.ClusterA(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	topic := realTopic(t, brokers, "leader")
-	l, err := Open(ctx, Config{Brokers: brokers, Topic: topic, Partitions: 1, ReplicationFactor: 3,
-		MinInSyncReplicas: 2, FetchMaxBytes: 1})
-	require.NoError(t, err)
-	defer l.Close()
-	cl := kafkatest.NewClient(t, brokers)
-	kafkatest.WaitForLeaders(t, cl, topic)
-	p := newProducer(t, l, topic+"-w", 0)
-	want := []string{"a", "b", "c", "d", "e"}
-	for _, k := range want {
-		_, err := p.Append(ctx, recs(k, "1"))
-		require.NoError(t, err)
-	}
-
+func describePolicy(t *testing.T, brokers []string, topic string) string {
+	t.Helper()
 	sc := sarama.NewConfig()
 	sc.Version = sarama.V3_6_0_0
 	adm, err := sarama.NewClusterAdmin(brokers, sc)
 	require.NoError(t, err)
 	defer adm.Close()
-	moveLeader := func() error {
-		info := kafkatest.WaitForLeaders(t, cl, topic).Partitions[0]
-		order := append([]int32(nil), info.Replicas...)
-		for order[0] == info.Leader {
-			order = append(order[1:], order[0])
-		}
-		if err := adm.AlterPartitionReassignments(topic, [][]int32{order}); err != nil {
-			return err
-		}
-		kafkatest.WaitTopic(t, cl, topic, "replica order", func(ti kafkatest.TopicInfo) bool {
-			return len(ti.Partitions) == 1 && ti.Partitions[0].Replicas[0] == order[0] && len(ti.Partitions[0].ISR) == 3
-		})
-		if _, err := adm.ElectLeaders(sarama.PreferredElection, map[string][]int32{topic: {0}}); err != nil {
-			return err
-		}
-		kafkatest.WaitTopic(t, cl, topic, "new leader", func(ti kafkatest.TopicInfo) bool {
-			return len(ti.Partitions) == 1 && ti.Partitions[0].Leader == order[0]
-		})
-		return nil
-	}
-	var keys []string
-	err = l.Replay(ctx, 0, func(_ int64, key, _ []byte) error {
-		keys = append(keys, string(key))
-		if len(keys) == 1 {
-			return moveLeader()
-		}
-		return nil
-	})
+	res, err := adm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic,
+		ConfigNames: []string{"cleanup.policy"}}}, sarama.DescribeConfigsOptions{})
 	require.NoError(t, err)
-	require.Equal(t, want, keys)
+	for _, r := range res {
+		for _, e := range r.Configs {
+			if e.Name == "cleanup.policy" {
+				return e.Value
+			}
+		}
+	}
+	t.Fatalf("no cleanup.policy for %s", topic)
+	return ""
 }

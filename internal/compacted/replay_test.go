@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/compacted/compactedtest"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -27,7 +28,7 @@ func TestReplayCommitted(t *testing.T) {
 	offs, err := p.Append(ctx, recs("a", "1", "b", "2"))
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 1}, offs)
-	abortedTxn(t, c.ListenAddrs(), "state", 1, "zombie", "x")
+	compactedtest.AbortedTxn(t, c.ListenAddrs(), "aborter", "state", 1, "zombie", "x")
 	offs2, err := p.Append(ctx, recs("a", "<nil>"))
 	require.NoError(t, err)
 	require.Greater(t, offs2[0], int64(3), "commit marker, aborted record and abort marker in between")

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/internal/compacted/compactedtest"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -106,23 +107,9 @@ func TestKafkaControllerLogAbortedNotLoaded(t *testing.T) {
 	first, err := l.Append(ctx, []records.ControllerRecord{mirrorRecord("m", map[string]string{KeyBootstrapServers: "a:1"})})
 	require.NoError(t, err)
 	require.Equal(t, int64(0), first)
-	// An aborted transaction of another transactional producer: records produced, then
-	// aborted.
-	pc := sarama.NewConfig()
-	pc.Version = sarama.V3_6_0_0
-	pc.Producer.Idempotent = true
-	pc.Producer.RequiredAcks = sarama.WaitForAll
-	pc.Producer.Return.Successes = true
-	pc.Producer.Partitioner = sarama.NewManualPartitioner
-	pc.Producer.Transaction.ID = "aborter"
-	pc.Net.MaxOpenRequests = 1
-	aborter, err := sarama.NewSyncProducer(kc.ListenAddrs(), pc)
-	require.NoError(t, err)
-	defer aborter.Close()
-	require.NoError(t, aborter.BeginTxn())
-	_, _, err = aborter.SendMessage(klogMessage("ctl", mirrorRecord("aborted", map[string]string{KeyBootstrapServers: "a:1"})))
-	require.NoError(t, err)
-	require.NoError(t, aborter.AbortTxn())
+	// An aborted transaction of another transactional producer.
+	key, value := records.EncodeControllerRecord(mirrorRecord("aborted", map[string]string{KeyBootstrapServers: "a:1"}))
+	compactedtest.AbortedTxn(t, kc.ListenAddrs(), "aborter", "ctl", 0, string(key), string(value))
 	second, err := l.Append(ctx, []records.ControllerRecord{
 		topicRecord("t", id(1), "m", statemachine.DesiredMirroring),
 		topicRecord("u", id(2), "m", statemachine.DesiredMirroring),
@@ -233,15 +220,6 @@ func TestKafkaControllerLogCompaction(t *testing.T) {
 	require.False(t, ok)
 	t1, _ := c2.Topic("t1")
 	require.Equal(t, "", t1.Mirror, "t1 stays dissociated")
-}
-
-func klogMessage(topic string, r records.ControllerRecord) *sarama.ProducerMessage {
-	key, value := records.EncodeControllerRecord(r)
-	m := &sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.ByteEncoder(key)}
-	if value != nil {
-		m.Value = sarama.ByteEncoder(value)
-	}
-	return m
 }
 
 func TestKafkaControllerLogFailedAppend(t *testing.T) {
