@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kmirror/kmirror/internal/compacted/compactedtest"
-	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -19,10 +17,7 @@ import (
 // describes them; a topic the store creates loads what was appended, and a second
 // store's load fences the first.
 func TestKafkaStoreRealCompactDelete(t *testing.T) {
-	kafkatest.RequireCI(t)
-	brokers := kafkatest.ClusterB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	brokers, ctx := compactedtest.ClusterB(t)
 	both := compactedtest.Topic(t, brokers, "kt-coordinator-both")
 	compactedtest.CreateTopic(t, brokers, both, 2, "compact,delete")
 	cfg := KafkaConfig{Brokers: brokers, Topic: both, NumPartitions: 2, ReplicationFactor: 1,

@@ -6,11 +6,15 @@
 package compactedtest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/kmirror/kmirror/internal/kafkatest"
 )
 
 func saramaConfig() *sarama.Config {
@@ -76,4 +80,16 @@ func AbortedTxn(t testing.TB, brokers []string, txnID, topic string, partition i
 	if err := p.AbortTxn(); err != nil {
 		t.Fatalf("compactedtest: abort: %v", err)
 	}
+}
+
+// ClusterB returns the brokers of the real cluster B and a context that ends with the
+// test (at most two minutes); it skips the test when real Kafka is not running (and fails
+// it when CI requires real Kafka).
+func ClusterB(t *testing.T) ([]string, context.Context) {
+	t.Helper()
+	kafkatest.RequireCI(t)
+	brokers := kafkatest.ClusterB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return brokers, ctx
 }
