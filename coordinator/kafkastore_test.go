@@ -2,13 +2,17 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/records"
@@ -307,5 +311,45 @@ func TestKafkaCompaction(t *testing.T) {
 		if r.LastMirrorEpochsKey != nil && r.LastMirrorEpochsKey.MirrorName == "gone" {
 			require.Nil(t, r.LastMirrorEpochs, "live key of a deleted mirror")
 		}
+	}
+}
+
+// TestKafkaStoreRefusesCompactDelete: a state topic with cleanup.policy=compact,delete
+// is refused like a delete-only one, with the topic and the policy named: retention
+// would delete the latest record of a key, and with it a partition's state.
+func TestKafkaStoreRefusesCompactDelete(t *testing.T) {
+	c := newKfake(t)
+	for _, policy := range []string{"compact,delete", "delete,compact"} {
+		topic := "state-" + strings.ReplaceAll(policy, ",", "-")
+		require.NoError(t, c.CreateTopic(topic, 2, map[string]string{"cleanup.policy": policy}))
+		cfg := kafkaCfg(c, 2)
+		cfg.Topic = topic
+		_, err := NewKafkaStore(context.Background(), cfg)
+		require.ErrorIs(t, err, ErrTopicMismatch, policy)
+		var pe *CleanupPolicyError
+		require.True(t, errors.As(err, &pe), "%v", err)
+		require.Equal(t, CleanupPolicyError{Topic: topic, Policy: policy}, *pe)
+	}
+}
+
+// TestKafkaStoreLoadRetries: leader errors and OFFSET_OUT_OF_RANGE met while loading
+// are retried, and the load replays every committed record.
+func TestKafkaStoreLoadRetries(t *testing.T) {
+	ctx := context.Background()
+	c := newKfake(t)
+	cfg := kafkaCfg(c, 1)
+	a := newKafkaStore(t, cfg)
+	require.Empty(t, loadAll(t, a, 0, 1))
+	require.NoError(t, a.Append(ctx, 0, 1, []records.StateRecord{stateRec("m", 0, statemachine.Preparing, 1)}))
+	require.NoError(t, a.Append(ctx, 0, 1, []records.StateRecord{stateRec("m", 1, statemachine.Preparing, 1)}))
+	for _, f := range []kfake.Fault{
+		{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: DefaultStateTopic, Err: kerr.NotLeaderForPartition, Count: 2},
+		{Keys: []kmsg.Key{kmsg.Fetch}, Topic: DefaultStateTopic, Err: kerr.LeaderNotAvailable, Count: 2},
+		{Keys: []kmsg.Key{kmsg.Fetch}, Topic: DefaultStateTopic, Err: kerr.OffsetOutOfRange, Count: 2},
+	} {
+		h := c.Fault(f)
+		got := loadAll(t, newKafkaStore(t, cfg), 0, 2)
+		require.Len(t, got, 2, f.Err.Message)
+		require.Equal(t, f.Count, h.Hits(), "%s retried", f.Err.Message)
 	}
 }

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
@@ -12,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/internal/compacted/compactedtest"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -104,11 +107,9 @@ func TestKafkaControllerLogAbortedNotLoaded(t *testing.T) {
 	first, err := l.Append(ctx, []records.ControllerRecord{mirrorRecord("m", map[string]string{KeyBootstrapServers: "a:1"})})
 	require.NoError(t, err)
 	require.Equal(t, int64(0), first)
-	// An aborted transaction: records produced, then aborted.
-	require.NoError(t, l.producer.BeginTxn())
-	_, _, err = l.producer.SendMessage(klogMessage("ctl", mirrorRecord("aborted", map[string]string{KeyBootstrapServers: "a:1"})))
-	require.NoError(t, err)
-	require.NoError(t, l.producer.AbortTxn())
+	// An aborted transaction of another transactional producer.
+	key, value := records.EncodeControllerRecord(mirrorRecord("aborted", map[string]string{KeyBootstrapServers: "a:1"}))
+	compactedtest.AbortedTxn(t, kc.ListenAddrs(), "aborter", "ctl", 0, string(key), string(value))
 	second, err := l.Append(ctx, []records.ControllerRecord{
 		topicRecord("t", id(1), "m", statemachine.DesiredMirroring),
 		topicRecord("u", id(2), "m", statemachine.DesiredMirroring),
@@ -151,6 +152,11 @@ func TestKafkaControllerLogRefusesBadTopic(t *testing.T) {
 		require.ErrorIs(t, err, ErrControllerTopic, topic)
 		t.Logf("%s: %v", topic, err)
 	}
+	// compact,delete is refused with the topic and the policy named
+	_, err := OpenKafkaControllerLog(ctx, KafkaControllerLogConfig{Brokers: kc.ListenAddrs(), Topic: "both"})
+	var pe *CleanupPolicyError
+	require.True(t, errors.As(err, &pe), "%v", err)
+	require.Equal(t, CleanupPolicyError{Topic: "both", Policy: "compact,delete"}, *pe)
 	require.NoError(t, kc.CreateTopic("ok", 1, map[string]string{"cleanup.policy": "compact"}))
 	l, err := OpenKafkaControllerLog(ctx, KafkaControllerLogConfig{Brokers: kc.ListenAddrs(), Topic: "ok"})
 	require.NoError(t, err, "an existing compacted single-partition topic is used")
@@ -216,15 +222,6 @@ func TestKafkaControllerLogCompaction(t *testing.T) {
 	require.Equal(t, "", t1.Mirror, "t1 stays dissociated")
 }
 
-func klogMessage(topic string, r records.ControllerRecord) *sarama.ProducerMessage {
-	key, value := records.EncodeControllerRecord(r)
-	m := &sarama.ProducerMessage{Topic: topic, Partition: 0, Key: sarama.ByteEncoder(key)}
-	if value != nil {
-		m.Value = sarama.ByteEncoder(value)
-	}
-	return m
-}
-
 func TestKafkaControllerLogFailedAppend(t *testing.T) {
 	ctx := context.Background()
 	kc := klogCluster(t)
@@ -278,4 +275,40 @@ func TestKafkaControllerLogLoadInSmallFetches(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, viewOf(c), viewOf(c2))
 	require.GreaterOrEqual(t, fetches.Hits(), 21, "one batch per fetch")
+}
+
+// TestKafkaControllerLogLoadRetries: leader errors and OFFSET_OUT_OF_RANGE met while
+// loading are retried (with a bounded backoff), and the load gives the same view.
+func TestKafkaControllerLogLoadRetries(t *testing.T) {
+	ctx := context.Background()
+	kc := klogCluster(t)
+	l := openKLog(t, kc, "ctl")
+	c, err := OpenController(ctx, l)
+	require.NoError(t, err)
+	require.NoError(t, c.CreateMirror(ctx, "m", map[string]string{KeyBootstrapServers: "src:9092"}))
+	_, err = c.StartTopics(ctx, "m", []TopicMeta{{Name: "a", TopicID: id(1), NumPartitions: 1}}, nil, nil)
+	require.NoError(t, err)
+	want := viewOf(c)
+	for _, f := range []kfake.Fault{
+		{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: "ctl", Err: kerr.LeaderNotAvailable, Count: 2},
+		{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "ctl", Err: kerr.NotLeaderForPartition, Count: 2},
+		{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "ctl", Err: kerr.OffsetOutOfRange, Count: 2},
+	} {
+		h := kc.Fault(f)
+		c2, err := OpenController(ctx, l)
+		require.NoError(t, err, f.Err.Message)
+		require.Equal(t, want, viewOf(c2), f.Err.Message)
+		require.Equal(t, f.Count, h.Hits(), "%s retried", f.Err.Message)
+	}
+
+	// A leader error that does not go away fails the load after RetryTimeout.
+	short, err := OpenKafkaControllerLog(ctx, KafkaControllerLogConfig{Brokers: kc.ListenAddrs(), Topic: "ctl",
+		TransactionalID: "short", RetryTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer short.Close()
+	h := kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "ctl", Err: kerr.NotLeaderForPartition, Count: -1})
+	defer h.Remove()
+	_, err = OpenController(ctx, short)
+	require.ErrorIs(t, err, ErrControllerLog)
+	require.ErrorIs(t, err, sarama.ErrNotLeaderForPartition)
 }

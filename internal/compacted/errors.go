@@ -1,0 +1,88 @@
+package compacted
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the package.
+var (
+	// ErrInvalidConfig is wrapped by Config.Validate and ProducerConfig checks.
+	ErrInvalidConfig = errors.New("compacted: invalid config")
+	// ErrTopic is matched by every refusal of an existing topic (CleanupPolicyError,
+	// PartitionCountError, ReplicationError).
+	ErrTopic = errors.New("compacted: topic cannot hold a state log")
+	// ErrFenced is matched by the errors of a Producer whose transactional id was
+	// initialised by a newer producer.
+	ErrFenced = errors.New("compacted: producer fenced")
+	// ErrProducerBroken is wrapped once a Producer met a fatal error: it must be
+	// reopened.
+	ErrProducerBroken = errors.New("compacted: producer needs to be reopened")
+	// ErrClosed is returned by the methods of a closed Log or Producer.
+	ErrClosed = errors.New("compacted: closed")
+	// ErrReplay wraps the failures of a replay that are not the callback's own.
+	ErrReplay = errors.New("compacted: replay")
+)
+
+// CleanupPolicyError refuses an existing topic whose cleanup.policy is not exactly
+// compact: delete alone loses every value to retention, and compact,delete loses the
+// latest value of a key once its segment passes retention.ms or retention.bytes.
+type CleanupPolicyError struct {
+	Topic  string
+	Policy string // as the broker describes it
+}
+
+func (e *CleanupPolicyError) Error() string {
+	return fmt.Sprintf("compacted: topic %q has cleanup.policy=%q, a state log needs exactly \"compact\" (retention would delete the latest value of a key)", e.Topic, e.Policy)
+}
+
+// Is matches ErrTopic.
+func (e *CleanupPolicyError) Is(target error) bool { return target == ErrTopic }
+
+// PartitionCountError refuses an existing topic with another partition count than
+// configured: the count decides which partition holds a key.
+type PartitionCountError struct {
+	Topic      string
+	Partitions int32 // of the topic
+	Want       int32 // configured
+}
+
+func (e *PartitionCountError) Error() string {
+	return fmt.Sprintf("compacted: topic %q has %d partitions, configured %d", e.Topic, e.Partitions, e.Want)
+}
+
+// Is matches ErrTopic.
+func (e *PartitionCountError) Is(target error) bool { return target == ErrTopic }
+
+// ReplicationError refuses an existing topic with a partition of fewer replicas than the
+// configured replication factor.
+type ReplicationError struct {
+	Topic     string
+	Partition int32
+	Replicas  int   // of the partition
+	Want      int16 // configured replication factor
+}
+
+func (e *ReplicationError) Error() string {
+	return fmt.Sprintf("compacted: partition %s-%d has %d replicas, configured replication factor %d", e.Topic, e.Partition, e.Replicas, e.Want)
+}
+
+// Is matches ErrTopic.
+func (e *ReplicationError) Is(target error) bool { return target == ErrTopic }
+
+// FencedError is returned by a Producer whose transactional id now belongs to a newer
+// producer epoch; it matches ErrFenced. Cause is Kafka's error.
+type FencedError struct {
+	TransactionalID string
+	Cause           error
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("compacted: transactional id %q fenced by a newer producer: %v", e.TransactionalID, e.Cause)
+}
+
+// Is matches ErrFenced.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// Unwrap returns Cause.
+func (e *FencedError) Unwrap() error { return e.Cause }

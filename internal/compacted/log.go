@@ -1,0 +1,73 @@
+package compacted
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// Log is a state log on a compacted Kafka topic: the topic, checked at Open, the replay
+// of its partitions, and the transactional producers that write them. Safe for
+// concurrent use.
+type Log struct {
+	cfg    Config
+	base   *sarama.Config // copy of cfg.Sarama (or the default), shared by clients of the log
+	client sarama.Client
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Open validates cfg, connects and ensures the topic (see the package documentation):
+// a missing topic is created and its partitions waited for until they have leaders; an
+// existing one is refused with an error matching ErrTopic when it cannot hold the log.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	base := cfg.baseConfig()
+	client, err := sarama.NewClient(cfg.Brokers, base)
+	if err != nil {
+		return nil, fmt.Errorf("compacted: connect to %v: %w", cfg.Brokers, err)
+	}
+	l := &Log{cfg: cfg, base: base, client: client}
+	if err := l.ensureTopic(ctx); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Topic is the log's topic.
+func (l *Log) Topic() string { return l.cfg.Topic }
+
+// Partitions is the log's partition count.
+func (l *Log) Partitions() int32 { return l.cfg.Partitions }
+
+func (l *Log) checkOpen() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close closes the log's client. Producers are closed by their owners.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	if err := l.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
+		return fmt.Errorf("compacted: close: %w", err)
+	}
+	return nil
+}
