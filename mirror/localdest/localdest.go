@@ -308,7 +308,20 @@ func (d *LocalDestination) ReadOnly(topic string, partition int32) bool {
 func (d *LocalDestination) CommittedOffsets(group string) map[dest.TopicPartition]int64 {
 	d.groupsMu.Lock()
 	defer d.groupsMu.Unlock()
-	g, ok := d.groups[group]
+	return offsetsOf(d.groups, group)
+}
+
+// Groups lists the groups with committed offsets, sorted (mirror.GroupLister).
+func (d *LocalDestination) Groups() []string {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	return groupNames(d.groups)
+}
+
+// offsetsOf is the offsets of group in groups (keyed "topic/partition"), by partition;
+// nil for an unknown group.
+func offsetsOf(groups map[string]map[string]int64, group string) map[dest.TopicPartition]int64 {
+	g, ok := groups[group]
 	if !ok {
 		return nil
 	}
@@ -321,12 +334,10 @@ func (d *LocalDestination) CommittedOffsets(group string) map[dest.TopicPartitio
 	return out
 }
 
-// Groups lists the groups with committed offsets, sorted (mirror.GroupLister).
-func (d *LocalDestination) Groups() []string {
-	d.groupsMu.Lock()
-	defer d.groupsMu.Unlock()
-	out := make([]string, 0, len(d.groups))
-	for g := range d.groups {
+// groupNames is the groups of groups, sorted.
+func groupNames(groups map[string]map[string]int64) []string {
+	out := make([]string, 0, len(groups))
+	for g := range groups {
 		out = append(out, g)
 	}
 	sort.Strings(out)

@@ -3,7 +3,6 @@ package localdest
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	"github.com/kmirror/kmirror/admin"
@@ -41,17 +40,7 @@ func (d *LocalDestination) ShareStartOffsets(group string) map[dest.TopicPartiti
 	s := d.shares
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g, ok := s.groups[group]
-	if !ok {
-		return nil
-	}
-	out := make(map[dest.TopicPartition]int64, len(g))
-	for k, v := range g {
-		if tp, ok := parseTPKey(k); ok {
-			out[tp] = v
-		}
-	}
-	return out
+	return offsetsOf(s.groups, group)
 }
 
 // ShareGroups lists the share groups with start offsets, sorted.
@@ -59,12 +48,7 @@ func (d *LocalDestination) ShareGroups() []string {
 	s := d.shares
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.groups))
-	for g := range s.groups {
-		out = append(out, g)
-	}
-	sort.Strings(out)
-	return out
+	return groupNames(s.groups)
 }
 
 // HasActiveShareMembers implements dest.ShareGroupOffsets. LocalDestination serves no
