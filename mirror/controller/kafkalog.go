@@ -63,6 +63,7 @@ func OpenKafkaControllerLog(ctx context.Context, cfg KafkaControllerLogConfig) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	lcfg, pcfg := cfg.logConfig()
 	log, err := compacted.Open(ctx, lcfg)
 	switch {

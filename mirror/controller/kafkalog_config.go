@@ -42,23 +42,35 @@ type KafkaControllerLogConfig struct {
 	RetryTimeout time.Duration
 }
 
-// Validate checks cfg and fills in defaults.
-func (cfg *KafkaControllerLogConfig) Validate() error {
+// Validate checks cfg; it never changes it (zero values stand for the defaults).
+func (cfg KafkaControllerLogConfig) Validate() error {
 	var problems []string
 	if len(cfg.Brokers) == 0 {
 		problems = append(problems, "Brokers is required")
-	}
-	if cfg.Topic == "" {
-		cfg.Topic = DefaultControllerTopic
-	}
-	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = -1
 	}
 	if cfg.ReplicationFactor < -1 {
 		problems = append(problems, "ReplicationFactor must be -1 or positive")
 	}
 	if cfg.MinInsyncReplicas < 0 || cfg.MinInsyncReplicas > 1<<15-1 {
 		problems = append(problems, "MinInsyncReplicas must be in [0,32767]")
+	}
+	if cfg.Sarama != nil && !cfg.Sarama.Version.IsAtLeast(sarama.V2_8_0_0) {
+		problems = append(problems, "Sarama.Version must be at least 2.8")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("mirror: kafka controller log config: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// withDefaults returns cfg with every unset field at its default: the one place
+// the defaults live.
+func (cfg KafkaControllerLogConfig) withDefaults() KafkaControllerLogConfig {
+	if cfg.Topic == "" {
+		cfg.Topic = DefaultControllerTopic
+	}
+	if cfg.ReplicationFactor == 0 {
+		cfg.ReplicationFactor = -1
 	}
 	if cfg.TransactionalID == "" {
 		cfg.TransactionalID = "kmirror-controller-" + cfg.Topic
@@ -72,13 +84,7 @@ func (cfg *KafkaControllerLogConfig) Validate() error {
 	if cfg.RetryTimeout <= 0 {
 		cfg.RetryTimeout = compacted.DefaultRetryTimeout
 	}
-	if cfg.Sarama != nil && !cfg.Sarama.Version.IsAtLeast(sarama.V2_8_0_0) {
-		problems = append(problems, "Sarama.Version must be at least 2.8")
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("mirror: kafka controller log config: %s", strings.Join(problems, "; "))
-	}
-	return nil
+	return cfg
 }
 
 // logConfig is the compacted.Config of the log and the base of its producer's config.

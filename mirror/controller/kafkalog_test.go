@@ -174,6 +174,8 @@ func TestKafkaControllerLogRefusesBadTopic(t *testing.T) {
 	require.Error(t, cfg.Validate(), "brokers required")
 	cfg = KafkaControllerLogConfig{Brokers: []string{"a:1"}}
 	require.NoError(t, cfg.Validate())
+	require.Empty(t, cfg.Topic, "Validate never changes the config")
+	cfg = cfg.withDefaults()
 	require.Equal(t, DefaultControllerTopic, cfg.Topic)
 	require.Equal(t, int16(-1), cfg.ReplicationFactor)
 	require.Equal(t, "kmirror-controller-"+DefaultControllerTopic, cfg.TransactionalID)

@@ -96,8 +96,8 @@ type SyncConfig struct {
 	Mirroring func(topic string, partition int32) bool
 }
 
-// Validate checks cfg and fills in defaults.
-func (cfg *SyncConfig) Validate() error {
+// Validate checks cfg; it never changes it (zero values stand for the defaults).
+func (cfg SyncConfig) Validate() error {
 	var problems []string
 	if cfg.Mirror == "" {
 		problems = append(problems, "Mirror is required")
@@ -117,13 +117,18 @@ func (cfg *SyncConfig) Validate() error {
 	if len(problems) > 0 {
 		return fmt.Errorf("mirror: sync config: %s", strings.Join(problems, "; "))
 	}
+	return nil
+}
+
+// withDefaults returns cfg with every unset field at its default.
+func (cfg SyncConfig) withDefaults() SyncConfig {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultSyncInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	return cfg
 }
 
 // Syncer runs the periodic source synchronisation of one mirror (spec §17): discovery of
@@ -140,7 +145,7 @@ func NewSyncer(cfg SyncConfig) (*Syncer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Syncer{cfg: cfg}, nil
+	return &Syncer{cfg: cfg.withDefaults()}, nil
 }
 
 // Run calls SyncOnce now and then every Interval until ctx is done; it returns ctx's
