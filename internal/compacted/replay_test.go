@@ -154,6 +154,10 @@ func TestReplayRetryBounded(t *testing.T) {
 	_, err := tryReplay(context.Background(), l, 0)
 	require.ErrorIs(t, err, ErrReplay)
 	require.ErrorIs(t, err, sarama.ErrNotLeaderForPartition)
+	require.ErrorIs(t, err, kerr.NotLeaderForPartition)
+	var ke *KafkaError
+	require.True(t, errors.As(err, &ke), "%v", err)
+	require.Equal(t, kerr.NotLeaderForPartition.Code, ke.Code)
 	require.Greater(t, h.Hits(), 1, "retried before giving up")
 
 	cfg.RetryTimeout = time.Hour
