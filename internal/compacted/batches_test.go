@@ -129,3 +129,17 @@ func TestReplayBatchesCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, ErrReplay)
 	require.ErrorIs(t, err, records.ErrCorrupt)
 }
+
+// TestReplayBatchesCompressed: the records of compressed batches are replayed with
+// their offsets, whatever the codec.
+func TestReplayBatchesCompressed(t *testing.T) {
+	for _, c := range []records.Compression{records.CompressionGzip, records.CompressionSnappy, records.CompressionLZ4, records.CompressionZstd} {
+		b, err := records.BuildBatch(records.BatchSpec{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Compression: c},
+			[]records.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("t")}})
+		require.NoError(t, err)
+		p, got, err := collect(t, fetched{Batches: b}, 5, 10)
+		require.NoError(t, err, c.String())
+		require.Equal(t, int64(7), p.Next, c.String())
+		require.Equal(t, []replayed{{5, "k", "v", false}, {6, "t", "", false}}, got, c.String())
+	}
+}
