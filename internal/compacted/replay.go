@@ -30,6 +30,11 @@ const (
 // (the records below it are gone for every reader, as if the replay had started later).
 // A replica that answers without any batch below the end is retried like a leader error
 // (the replay never ends on a guess).
+//
+// The end is the last stable offset: a transaction whose commit was acknowledged to its
+// producer can still be past it until the coordinator has written its COMMIT marker. A
+// reader that must see the writes of a transactional id fences it first (NewProducer
+// with that id: InitProducerId waits for the markers of its last transaction).
 func (l *Log) Replay(ctx context.Context, partition int32, fn func(offset int64, key, value []byte) error) error {
 	if err := l.checkOpen(); err != nil {
 		return err
