@@ -25,7 +25,9 @@ type Config struct {
 	// Brokers is the bootstrap list (required).
 	Brokers []string
 	// Sarama is the base client config (TLS, SASL, timeouts, version); the Log copies it
-	// and never changes it. Nil means sarama.NewConfig with DefaultKafkaVersion.
+	// and never changes it. The replay fetches with a franz-go client that takes over
+	// its ClientID, Net.DialTimeout, Net.TLS and Net.SASL (PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512); other SASL mechanisms are refused with a *ConnSettingError. Nil means sarama.NewConfig with DefaultKafkaVersion.
 	Sarama *sarama.Config
 	// Topic is the topic of the log (required).
 	Topic string
@@ -92,6 +94,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: RetryTimeout %v < 0", ErrInvalidConfig, c.RetryTimeout)
 	case c.Sarama != nil && !c.Sarama.Version.IsAtLeast(minVersion):
 		return fmt.Errorf("%w: Kafka version %s < %s", ErrInvalidConfig, c.Sarama.Version, MinKafkaVersion)
+	}
+	if c.Sarama != nil {
+		if _, err := kgoOptions(c.Sarama); err != nil {
+			return err
+		}
 	}
 	return nil
 }

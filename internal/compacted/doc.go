@@ -2,7 +2,10 @@
 // implementation behind coordinator.KafkaStore (the __mirror_state partitions) and
 // controller.KafkaControllerLog (the single-partition __mirror_controller topic).
 //
-// A Log connects with sarama and, at Open, ensures its topic: a missing topic is
+// A Log checks its topic and produces with sarama; its replay reads raw record batches
+// with franz-go kmsg requests over a kgo client that takes over the TLS and SASL settings
+// of the sarama config (Config.Sarama; a setting it cannot take over is refused at Open
+// with a *ConnSettingError). At Open the Log ensures its topic: a missing topic is
 // created (the configured partition count and replication factor, cleanup.policy=compact,
 // min.insync.replicas when set) and an existing one is validated. An existing topic is
 // refused with a typed error wrapping ErrTopic when its partition count differs, when a
@@ -16,7 +19,9 @@
 // Log.Replay reads one partition from its log start up to the last stable offset seen
 // when the replay starts, with read_committed semantics: control batches are skipped,
 // and so are the batches of aborted transactions (from the fetch response's aborted
-// transaction list up to the ABORT marker). Leadership errors (NOT_LEADER_OR_FOLLOWER,
+// transaction list up to the ABORT marker). Batches are read in place with the records
+// package; a batch without records moves the replay past its last offset, and a corrupt
+// batch is an error, never skipped. Leadership errors (NOT_LEADER_OR_FOLLOWER,
 // LEADER_NOT_AVAILABLE, ...), network errors to the leader and OFFSET_OUT_OF_RANGE are
 // retried with a bounded exponential backoff that honours the context.
 //

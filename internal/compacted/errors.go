@@ -3,6 +3,9 @@ package compacted
 import (
 	"errors"
 	"fmt"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Sentinel errors of the package.
@@ -22,6 +25,9 @@ var (
 	ErrClosed = errors.New("compacted: closed")
 	// ErrReplay wraps the failures of a replay that are not the callback's own.
 	ErrReplay = errors.New("compacted: replay")
+	// ErrUnsupportedConn is matched by a ConnSettingError: a connection setting of
+	// Config.Sarama the replay's client cannot take over.
+	ErrUnsupportedConn = errors.New("compacted: unsupported connection setting")
 )
 
 // CleanupPolicyError refuses an existing topic whose cleanup.policy is not exactly
@@ -86,3 +92,29 @@ func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 
 // Unwrap returns Cause.
 func (e *FencedError) Unwrap() error { return e.Cause }
+
+// KafkaError is an error code a broker answered a replay request with (Op is "Fetch",
+// "ListOffsets" or "Metadata"). It unwraps to franz-go's kerr error of the code and to
+// sarama's KError of it, so callers may match either (errors.Is(err,
+// kerr.NotLeaderForPartition), errors.Is(err, sarama.ErrNotLeaderForPartition)).
+type KafkaError struct {
+	Op   string
+	Code int16
+}
+
+func (e *KafkaError) Error() string {
+	return fmt.Sprintf("compacted: %s: %v", e.Op, kerr.ErrorForCode(e.Code))
+}
+
+// Unwrap returns the kerr and the sarama error of Code.
+func (e *KafkaError) Unwrap() []error {
+	return []error{kerr.ErrorForCode(e.Code), sarama.KError(e.Code)}
+}
+
+// kafkaErr returns a *KafkaError for a non-zero code, nil for 0.
+func kafkaErr(op string, code int16) error {
+	if code == 0 {
+		return nil
+	}
+	return &KafkaError{Op: op, Code: code}
+}

@@ -44,8 +44,9 @@ func TestKafkaStateLog(t *testing.T) {
 	cur := newProducer(t, l, topic+"-owner", 1)
 	_, err = old.Append(ctx, recs("zombie", "1"))
 	require.ErrorIs(t, err, ErrFenced)
-	_, err = cur.Append(ctx, recs("c", "3"))
+	offs, err := cur.Append(ctx, recs("c", "3"))
 	require.NoError(t, err)
+	waitStable(t, l, 1, offs[0]+2)
 
 	var keys []string
 	var tomb []bool
@@ -103,10 +104,13 @@ func TestKafkaReplayAcrossLeaderChange(t *testing.T) {
 	kafkatest.WaitForLeaders(t, cl, topic)
 	p := newProducer(t, l, topic+"-w", 0)
 	want := []string{"a", "b", "c", "d", "e"}
+	var last int64
 	for _, k := range want {
-		_, err := p.Append(ctx, recs(k, "1"))
+		offs, err := p.Append(ctx, recs(k, "1"))
 		require.NoError(t, err)
+		last = offs[0]
 	}
+	waitStable(t, l, 0, last+2) // e and its COMMIT marker
 
 	sc := sarama.NewConfig()
 	sc.Version = sarama.V3_6_0_0
@@ -143,4 +147,17 @@ func TestKafkaReplayAcrossLeaderChange(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, want, keys)
+}
+
+// waitStable waits until the last stable offset of partition reaches want. An Append
+// returns once its commit is decided, and the transaction coordinator writes the COMMIT
+// marker after that: a replay started at once may end before the transaction (a Load
+// does not, it fences the writer first, and InitProducerId waits for the markers).
+func waitStable(t *testing.T, l *Log, partition int32, want int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		rp := &replay{l: l, partition: partition, retry: newRetrier(time.Second), maxBytes: 1, leaderID: -1}
+		_, end, err := rp.bounds(context.Background())
+		return err == nil && end >= want
+	}, 30*time.Second, 10*time.Millisecond, "last stable offset of partition %d below %d", partition, want)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Log is a state log on a compacted Kafka topic: the topic, checked at Open, the replay
@@ -15,7 +16,8 @@ import (
 type Log struct {
 	cfg    Config
 	base   *sarama.Config // copy of cfg.Sarama (or the default), shared by clients of the log
-	client sarama.Client
+	client sarama.Client  // topic checks; producers have their own
+	kcl    *kgo.Client    // the replay's raw fetches, with base's TLS and SASL
 
 	mu     sync.Mutex
 	closed bool
@@ -30,13 +32,23 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	cfg = cfg.withDefaults()
 	base := cfg.baseConfig()
+	opts, err := kgoOptions(base)
+	if err != nil {
+		return nil, err
+	}
+	kcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RetryTimeout(cfg.RetryTimeout)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("compacted: replay client for %v: %w", cfg.Brokers, err)
+	}
 	client, err := sarama.NewClient(cfg.Brokers, base)
 	if err != nil {
+		kcl.Close()
 		return nil, fmt.Errorf("compacted: connect to %v: %w", cfg.Brokers, err)
 	}
-	l := &Log{cfg: cfg, base: base, client: client}
+	l := &Log{cfg: cfg, base: base, client: client, kcl: kcl}
 	if err := l.ensureTopic(ctx); err != nil {
 		_ = client.Close()
+		kcl.Close()
 		return nil, err
 	}
 	return l, nil
@@ -57,7 +69,7 @@ func (l *Log) checkOpen() error {
 	return nil
 }
 
-// Close closes the log's client. Producers are closed by their owners.
+// Close closes the log's clients. Producers are closed by their owners.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -66,6 +78,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	l.kcl.Close()
 	if err := l.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
 		return fmt.Errorf("compacted: close: %w", err)
 	}

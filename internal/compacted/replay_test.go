@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,6 +154,10 @@ func TestReplayRetryBounded(t *testing.T) {
 	_, err := tryReplay(context.Background(), l, 0)
 	require.ErrorIs(t, err, ErrReplay)
 	require.ErrorIs(t, err, sarama.ErrNotLeaderForPartition)
+	require.ErrorIs(t, err, kerr.NotLeaderForPartition)
+	var ke *KafkaError
+	require.True(t, errors.As(err, &ke), "%v", err)
+	require.Equal(t, kerr.NotLeaderForPartition.Code, ke.Code)
 	require.Greater(t, h.Hits(), 1, "retried before giving up")
 
 	cfg.RetryTimeout = time.Hour
@@ -182,12 +187,13 @@ func TestReplayNotRetried(t *testing.T) {
 
 // fakeFetchAt answers up to n fetches of state-0 at offset at with batches and the
 // given last stable offset (empty batches: an answer without any batch); it returns
-// the number of fetches it answered.
+// the number of fetches it answered. The cluster must hold no other topic: a Fetch v13+
+// names the topic by id only.
 func fakeFetchAt(c *kfake.Cluster, at int64, n int, stable int64, batches []byte) func() int {
 	answered := 0
 	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		req := kr.(*kmsg.FetchRequest)
-		if answered >= n || len(req.Topics) != 1 || req.Topics[0].Topic != "state" ||
+		if answered >= n || len(req.Topics) != 1 || (req.Topics[0].Topic != "state" && req.Topics[0].Topic != "") ||
 			len(req.Topics[0].Partitions) != 1 || req.Topics[0].Partitions[0].FetchOffset != at {
 			return nil, nil, false
 		}
@@ -195,7 +201,7 @@ func fakeFetchAt(c *kfake.Cluster, at int64, n int, stable int64, batches []byte
 		c.KeepControl()
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic = "state"
+		rt.Topic, rt.TopicID = "state", req.Topics[0].TopicID
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = stable, stable, 0
 		rp.RecordBatches = batches
@@ -253,4 +259,53 @@ func TestReplayEmptyAnswerRetried(t *testing.T) {
 	fakeFetchAt(c, 2, 1<<30, 4, []byte{})
 	_, err := tryReplay(ctx, short, 0)
 	require.ErrorIs(t, err, ErrReplay)
+}
+
+// TestReplayCorruptAnswer: a corrupt batch in a fetch answer, or one the broker cut
+// short although the budget covered it, fails the replay with a typed error naming the
+// offset; neither is skipped. A batch cut short because it is larger than the budget
+// makes the replay ask again with a budget that holds it.
+func TestReplayCorruptAnswer(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	l := openLog(t, testConfig(c.ListenAddrs(), "state", 1))
+	p := newProducer(t, l, "w", 0)
+	for _, k := range []string{"a", "b"} {
+		_, err := p.Append(ctx, recs(k, "1"))
+		require.NoError(t, err)
+	} // a@0, COMMIT@1, b@2, COMMIT@3
+	b, err := records.BuildBatch(records.BatchSpec{BaseOffset: 2, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]records.Record{{Key: []byte("b"), Value: []byte("1")}})
+	require.NoError(t, err)
+
+	first, err := records.BuildBatch(records.BatchSpec{BaseOffset: 0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]records.Record{{Key: []byte("a"), Value: []byte("1")}})
+	require.NoError(t, err)
+	flipped := slices.Clone(first)
+	flipped[len(flipped)-1] ^= 1
+	hits := fakeFetchAt(c, 0, 1, 4, flipped)
+	_, err = tryReplay(ctx, l, 0)
+	require.Equal(t, 1, hits())
+	require.ErrorIs(t, err, ErrReplay)
+	var ce *records.CorruptError
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Equal(t, int64(0), ce.BaseOffset)
+	require.Contains(t, err.Error(), "state-0@0")
+
+	hits = fakeFetchAt(c, 0, 1, 4, first[:len(first)-1])
+	_, err = tryReplay(ctx, l, 0)
+	require.Equal(t, 1, hits())
+	require.ErrorIs(t, err, ErrReplay)
+	require.ErrorIs(t, err, records.ErrIncomplete)
+
+	// Budget 1: the first answer carries a part of the batch, the replay asks again with
+	// a budget of the batch's size, and kfake answers that whole.
+	cfg := testConfig(c.ListenAddrs(), "state", 1)
+	cfg.FetchMaxBytes = 1
+	small := openLog(t, cfg)
+	hits = fakeFetchAt(c, 2, 1, 4, b[:20])
+	got, err := tryReplay(ctx, small, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, hits())
+	require.Equal(t, []replayed{{0, "a", "1", false}, {2, "b", "1", false}}, got)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/cenkalti/backoff/v4"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Backoff between retries: exponential from retryInitial up to retryMax, randomised.
@@ -64,6 +65,7 @@ func (r *retrier) wait(ctx context.Context, cause error) error {
 
 // retriable reports whether err is worth another try after a metadata refresh: the
 // partition's leadership moved or is moving, or the connection to the leader failed.
+// A *KafkaError matches through the sarama error of its code.
 func retriable(err error) bool {
 	for _, kerr := range []sarama.KError{
 		sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrReplicaNotAvailable,
@@ -76,6 +78,6 @@ func retriable(err error) bool {
 		}
 	}
 	var nerr net.Error
-	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, sarama.ErrNotConnected) ||
-		errors.Is(err, sarama.ErrOutOfBrokers)
+	return errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		kgo.IsRetryableBrokerErr(err) || errors.Is(err, sarama.ErrNotConnected) || errors.Is(err, sarama.ErrOutOfBrokers)
 }
