@@ -4,40 +4,37 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/internal/reconcile"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
 // PartitionRef names one mirror partition in Metrics calls (the destination topic,
-// which is the source topic's name).
-type PartitionRef struct {
-	Mirror    string
-	Topic     string
-	Partition int32
-}
+// which is the source topic's name): reconcile.PartitionRef, the engine's name for it.
+type PartitionRef = reconcile.PartitionRef
 
 // TruncationCause says why the fetcher truncated a mirror partition's log.
-type TruncationCause string
+type TruncationCause = reconcile.TruncationCause
 
 // Truncation causes.
 const (
 	// TruncationDivergence: the source answered a diverging epoch (or the
 	// OffsetForLeaderEpoch probe found one), or its end fell below the destination's.
-	TruncationDivergence TruncationCause = "divergence"
+	TruncationDivergence = reconcile.TruncationDivergence
 	// TruncationOutOfRange: the fetch offset was below the source log start; the
 	// offsets in between were never mirrored (a gap).
-	TruncationOutOfRange TruncationCause = "out_of_range"
+	TruncationOutOfRange = reconcile.TruncationOutOfRange
 )
 
 // EpochBumpCause says why the destination leader epoch of a partition was raised.
-type EpochBumpCause string
+type EpochBumpCause = reconcile.EpochBumpCause
 
 // Leader-epoch bump causes.
 const (
 	// EpochBumpAhead: kept ahead of the source's epochs (PREPARING, a mirrored batch
 	// near the threshold, or the source leader epoch seen by the metadata sync).
-	EpochBumpAhead EpochBumpCause = "ahead"
+	EpochBumpAhead = reconcile.EpochBumpAhead
 	// EpochBumpState: the action of a state (EPOCH_FENCING, STOPPING).
-	EpochBumpState EpochBumpCause = "state"
+	EpochBumpState = reconcile.EpochBumpState
 )
 
 // Metrics receives the measurements of a Mirror (WithMetrics). The core has no metrics

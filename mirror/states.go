@@ -125,8 +125,8 @@ func (m *Mirror) WriteMirrorStates(ctx context.Context, req *admin.WriteMirrorSt
 	// A successful write may change what the reconcilers must do.
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			if r := m.reconcilerOf(t.TopicName, p.PartitionIndex); r != nil && r.mirror == req.MirrorName {
-				r.invalidate()
+			if r := m.reconcilerOf(t.TopicName, p.PartitionIndex); r != nil && r.Mirror() == req.MirrorName {
+				r.Invalidate()
 			}
 		}
 	}
@@ -154,10 +154,10 @@ func (m *Mirror) ReadMirrorOffsets(ctx context.Context, req *admin.ReadMirrorOff
 			rp := admin.NewReadMirrorOffsetsResponseTopicPartition()
 			rp.PartitionIndex, rp.SourceOffset, rp.DestinationOffset = p, -1, -1
 			r := m.reconcilerOf(t.TopicName, p)
-			if r == nil || r.mirror != req.MirrorName {
+			if r == nil || r.Mirror() != req.MirrorName {
 				rp.ErrorCode = int16(admin.CodeUnknownTopicOrPartition)
 			} else {
-				rp.SourceOffset, rp.DestinationOffset = r.offsets()
+				rp.SourceOffset, rp.DestinationOffset = r.Offsets()
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

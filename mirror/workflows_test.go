@@ -38,7 +38,7 @@ func TestLifecycleRefusals(t *testing.T) {
 	w := newWorld()
 	a, b := w.newSite(t, "A"), w.newSite(t, "B")
 	b.m.mu.Lock()
-	b.m.noReconcile = true
+	b.m.eng.DisableReconcilers()
 	b.m.mu.Unlock()
 
 	cases := 0

@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror/controller"
+	"github.com/kmirror/kmirror/mirror/metasync"
 )
 
-// mirrorRuntime is what one mirror has at run time: its source (fetch Source and
+// Runtime is what one mirror has at run time: its source (fetch Source and
 // SourceAdmin), its Fetcher, its Peer and its Syncer, each created on first use, and the
 // cached source cluster id.
-type mirrorRuntime struct {
-	m     *Mirror
+type Runtime struct {
+	e     *Engine
 	name  string
 	batch *stateBatcher // group commit of the reconcilers' coordinator calls
 	gate  *retryGate    // the FAILED-retry backoff shared by the mirror's partitions
@@ -24,35 +25,38 @@ type mirrorRuntime struct {
 	mu           sync.Mutex // guards the fields below
 	closed       bool
 	source       fetcher.Source
-	sadmin       SourceAdmin
+	sadmin       metasync.SourceAdmin
 	fetch        []*fetcher.Fetcher // Config.FetchersPerMirror loops, created on first use
-	peer         Peer
+	peer         LMEPeer
 	peerMade     bool
-	syncer       *Syncer
+	syncer       *metasync.Syncer
 	srcClusterID string
 }
 
-func newMirrorRuntime(m *Mirror, name string) *mirrorRuntime {
-	return &mirrorRuntime{m: m, name: name, batch: newStateBatcher(m, name), gate: newRetryGate()}
+func newRuntime(e *Engine, name string) *Runtime {
+	return &Runtime{e: e, name: name, batch: newStateBatcher(e, name), gate: newRetryGate()}
 }
 
+// Name is the mirror's name.
+func (mr *Runtime) Name() string { return mr.name }
+
 // config returns the mirror's current configuration.
-func (mr *mirrorRuntime) config() (MirrorConfig, error) {
-	mi, ok := mr.m.ctrl.Mirror(mr.name)
+func (mr *Runtime) config() (controller.MirrorConfig, error) {
+	mi, ok := mr.e.ctrl.Mirror(mr.name)
 	if !ok {
-		return MirrorConfig{}, controller.UnknownMirror(mr.name)
+		return controller.MirrorConfig{}, controller.UnknownMirror(mr.name)
 	}
 	return mi.Config, nil
 }
 
-// sources returns the mirror's fetch Source and SourceAdmin, built on first use.
-func (mr *mirrorRuntime) sources() (fetcher.Source, SourceAdmin, error) {
+// Sources returns the mirror's fetch Source and SourceAdmin, built on first use.
+func (mr *Runtime) Sources() (fetcher.Source, metasync.SourceAdmin, error) {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	return mr.sourcesLocked()
 }
 
-func (mr *mirrorRuntime) sourcesLocked() (fetcher.Source, SourceAdmin, error) {
+func (mr *Runtime) sourcesLocked() (fetcher.Source, metasync.SourceAdmin, error) {
 	if mr.closed {
 		return nil, nil, ErrClosed
 	}
@@ -63,7 +67,7 @@ func (mr *mirrorRuntime) sourcesLocked() (fetcher.Source, SourceAdmin, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	src, sa, err := mr.m.opts.sources(mr.name, cfg)
+	src, sa, err := mr.e.sources(mr.name, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mirror: source of mirror %q: %w", mr.name, err)
 	}
@@ -75,24 +79,24 @@ func (mr *mirrorRuntime) sourcesLocked() (fetcher.Source, SourceAdmin, error) {
 }
 
 // shard picks the fetch loop of a partition.
-func (mr *mirrorRuntime) shard(topic string, partition int32) int {
+func (mr *Runtime) shard(topic string, partition int32) int {
 	h := uint32(2166136261) // FNV-1a of the topic, then the partition
 	for i := 0; i < len(topic); i++ {
 		h = (h ^ uint32(topic[i])) * 16777619
 	}
 	h = (h ^ uint32(partition)) * 16777619
-	return int(h % uint32(mr.m.cfg.FetchersPerMirror))
+	return int(h % uint32(mr.e.cfg.FetchersPerMirror))
 }
 
 // fetcher returns the Fetcher of a partition, started on first use.
-func (mr *mirrorRuntime) fetcher(topic string, partition int32) (*fetcher.Fetcher, error) {
+func (mr *Runtime) fetcher(topic string, partition int32) (*fetcher.Fetcher, error) {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	if mr.closed {
 		return nil, ErrClosed
 	}
 	if mr.fetch == nil {
-		mr.fetch = make([]*fetcher.Fetcher, mr.m.cfg.FetchersPerMirror)
+		mr.fetch = make([]*fetcher.Fetcher, mr.e.cfg.FetchersPerMirror)
 	}
 	i := mr.shard(topic, partition)
 	if mr.fetch[i] != nil {
@@ -106,7 +110,7 @@ func (mr *mirrorRuntime) fetcher(topic string, partition int32) (*fetcher.Fetche
 	if err != nil {
 		return nil, err
 	}
-	f, err := fetcher.NewFetcher(src, mr.m.fetcherConfig(cfg, fetchEvents{mr}))
+	f, err := fetcher.NewFetcher(src, mr.e.fetcherConfig(cfg, fetchEvents{mr}))
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +119,7 @@ func (mr *mirrorRuntime) fetcher(topic string, partition int32) (*fetcher.Fetche
 }
 
 // currentFetcher returns the Fetcher of a partition if one was started.
-func (mr *mirrorRuntime) currentFetcher(topic string, partition int32) *fetcher.Fetcher {
+func (mr *Runtime) currentFetcher(topic string, partition int32) *fetcher.Fetcher {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	if mr.fetch == nil {
@@ -125,7 +129,7 @@ func (mr *mirrorRuntime) currentFetcher(topic string, partition int32) *fetcher.
 }
 
 // getPeer returns the mirror's Peer (nil = none), built on first use.
-func (mr *mirrorRuntime) getPeer() (Peer, error) {
+func (mr *Runtime) getPeer() (LMEPeer, error) {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	if mr.closed {
@@ -138,7 +142,7 @@ func (mr *mirrorRuntime) getPeer() (Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := mr.m.opts.peers(mr.name, cfg)
+	p, err := mr.e.peers(mr.name, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: peer of mirror %q: %w", mr.name, err)
 	}
@@ -146,20 +150,20 @@ func (mr *mirrorRuntime) getPeer() (Peer, error) {
 	return p, nil
 }
 
-// clusterID returns the cached source cluster id ("" until resolved).
-func (mr *mirrorRuntime) clusterID() string {
+// ClusterID returns the cached source cluster id ("" until resolved).
+func (mr *Runtime) ClusterID() string {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	return mr.srcClusterID
 }
 
-// resolveClusterID asks the source for its cluster id once; failures are logged and
+// ResolveClusterID asks the source for its cluster id once; failures are logged and
 // retried on the next call.
-func (mr *mirrorRuntime) resolveClusterID(ctx context.Context) {
-	if mr.clusterID() != "" {
+func (mr *Runtime) ResolveClusterID(ctx context.Context) {
+	if mr.ClusterID() != "" {
 		return
 	}
-	_, sa, err := mr.sources()
+	_, sa, err := mr.Sources()
 	if err == nil {
 		var id string
 		if id, err = sa.ClusterID(ctx); err == nil {
@@ -169,29 +173,28 @@ func (mr *mirrorRuntime) resolveClusterID(ctx context.Context) {
 			return
 		}
 	}
-	mr.m.log.Warn("mirror: cannot resolve the source cluster id", "mirror", mr.name, "err", err)
+	mr.e.log.Warn("mirror: cannot resolve the source cluster id", "mirror", mr.name, "err", err)
 }
 
 // syncOnce runs one sync cycle of the mirror.
-func (mr *mirrorRuntime) syncOnce(ctx context.Context) (SyncStats, error) {
+func (mr *Runtime) syncOnce(ctx context.Context) (metasync.SyncStats, error) {
 	mr.mu.Lock()
 	if mr.syncer == nil {
 		_, sa, err := mr.sourcesLocked()
 		if err != nil {
 			mr.mu.Unlock()
-			return SyncStats{}, err
+			return metasync.SyncStats{}, err
 		}
-		s, err := NewSyncer(SyncConfig{Mirror: mr.name, Controller: mr.m.ctrl, Source: sa,
-			Destination: mr.m.dest, Logger: mr.m.log, Interval: time.Hour})
+		s, err := mr.e.newSyncer(mr.name, sa)
 		if err != nil {
 			mr.mu.Unlock()
-			return SyncStats{}, err
+			return metasync.SyncStats{}, err
 		}
 		mr.syncer = s
 	}
 	s := mr.syncer
 	mr.mu.Unlock()
-	mr.resolveClusterID(ctx)
+	mr.ResolveClusterID(ctx)
 	st, err := s.SyncOnce(ctx)
 	mr.failSourceTopics(st)
 	mr.keepEpochsAhead(ctx)
@@ -200,12 +203,12 @@ func (mr *mirrorRuntime) syncOnce(ctx context.Context) (SyncStats, error) {
 
 // syncLoop runs syncOnce every interval until the Mirror closes or the mirror is
 // dropped.
-func (mr *mirrorRuntime) syncLoop(interval time.Duration) {
+func (mr *Runtime) syncLoop(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-mr.m.ctx.Done():
+		case <-mr.e.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -215,15 +218,15 @@ func (mr *mirrorRuntime) syncLoop(interval time.Duration) {
 		if closed {
 			return
 		}
-		if _, err := mr.syncOnce(mr.m.ctx); err != nil && mr.m.ctx.Err() == nil {
-			mr.m.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "err", err)
+		if _, err := mr.syncOnce(mr.e.ctx); err != nil && mr.e.ctx.Err() == nil {
+			mr.e.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "err", err)
 		}
-		mr.m.refresh()
+		mr.e.Refresh()
 	}
 }
 
 // close stops the fetcher and closes the source, source admin and peer.
-func (mr *mirrorRuntime) close() error {
+func (mr *Runtime) close() error {
 	mr.mu.Lock()
 	if mr.closed {
 		mr.mu.Unlock()
@@ -248,18 +251,16 @@ func (mr *mirrorRuntime) close() error {
 		errs = append(errs, sa.Close())
 	}
 	if p != nil {
-		if _, self := p.(*Mirror); !self {
-			errs = append(errs, closeAny(p))
-		}
+		errs = append(errs, closeAny(p))
 	}
 	return errors.Join(errs...)
 }
 
 // fetchEvents routes fetcher events of a mirror to the partition reconcilers.
-type fetchEvents struct{ mr *mirrorRuntime }
+type fetchEvents struct{ mr *Runtime }
 
-func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *reconciler {
-	r := e.mr.m.reconcilerOf(tp.Topic, tp.Partition)
+func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *Partition {
+	r := e.mr.e.Partition(tp.Topic, tp.Partition)
 	if r == nil || r.mr != e.mr {
 		return nil
 	}
@@ -269,7 +270,7 @@ func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *reconciler {
 // OnDivergence implements fetcher.Events: with mirror.support.unclean.leader.election the
 // fetcher has stopped the partition; the reconciler moves it to ULE_LOG_TRUNCATION.
 func (e fetchEvents) OnDivergence(tp fetcher.TopicPartition, d epoch.Divergence, truncatedTo int64) {
-	e.mr.m.opts.ops.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationDivergence, 0)
+	e.mr.e.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationDivergence, 0)
 	if r := e.reconciler(tp); r != nil {
 		r.onDivergence(truncatedTo)
 	}
@@ -277,9 +278,9 @@ func (e fetchEvents) OnDivergence(tp fetcher.TopicPartition, d epoch.Divergence,
 
 // OnOutOfRange implements fetcher.Events.
 func (e fetchEvents) OnOutOfRange(tp fetcher.TopicPartition, fetchOffset, sourceLogStart, gap int64) {
-	e.mr.m.log.Warn("mirror: fetch offset below the source log start", "mirror", e.mr.name,
+	e.mr.e.log.Warn("mirror: fetch offset below the source log start", "mirror", e.mr.name,
 		"partition", tp.String(), "fetchOffset", fetchOffset, "sourceLogStart", sourceLogStart, "gap", gap)
-	e.mr.m.opts.ops.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationOutOfRange, gap)
+	e.mr.e.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationOutOfRange, gap)
 }
 
 // OnEpochFencing implements fetcher.Events.
@@ -301,11 +302,25 @@ func (e fetchEvents) OnProgress(tp fetcher.TopicPartition, p fetcher.Progress) {
 	if r := e.reconciler(tp); r != nil {
 		r.observeProgress(p)
 		if old := r.srcHW.Swap(p.SourceHighWatermark); p.Bytes > 0 || old != p.SourceHighWatermark {
-			e.mr.m.notifyChange() // wakes waiters on log progress (tests, CLI)
+			e.mr.e.notifyChange() // wakes waiters on log progress (tests, CLI)
 		}
 		if p.Bytes > 0 {
 			r.onAppended()
 		}
 		r.onHealthy()
+	}
+}
+
+// fetcherConfig returns the fetcher configuration of a mirror.
+func (e *Engine) fetcherConfig(cfg controller.MirrorConfig, ev fetcher.Events) fetcher.Config {
+	return fetcher.Config{
+		PartitionMaxBytes: cfg.FetchPartitionMaxBytes,
+		Events:            ev,
+		Logger:            fetcher.SlogLogger(e.log),
+		StopOnDivergence:  cfg.SupportUncleanLeaderElec,
+		IdleWait:          e.cfg.FetchIdleWait,
+		// socket.timeout.ms: a source unreachable for longer fails the partitions
+		// (retryable, fetcher.ErrSourceUnreachable) instead of hiding in MIRRORING.
+		UnreachableTimeout: cfg.SocketTimeout,
 	}
 }

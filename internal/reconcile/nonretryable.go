@@ -1,8 +1,11 @@
-package mirror
+package reconcile
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kmirror/kmirror/mirror/controller"
+	"github.com/kmirror/kmirror/mirror/metasync"
 
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -19,29 +22,29 @@ const KeyRemoteStorageEnable = "remote.storage.enable"
 // this partition: mirror.support.unclean.leader.election=true as a mirror config, or as
 // a config of the destination topic (as in the prototype; "mirror.*" topic configs are
 // never synced from the source, so the destination's own value holds).
-func (r *reconciler) uleEnabled() bool {
+func (r *Partition) uleEnabled() bool {
 	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
 		return true
 	}
-	spec, ok := r.m.dest.Topic(r.topic)
-	return ok && spec.Configs[KeyUncleanLeaderElection] == "true"
+	spec, ok := r.e.dest.Topic(r.topic)
+	return ok && spec.Configs[controller.KeyUncleanLeaderElection] == "true"
 }
 
 // failSourceTopics fails, non-retryably, the partitions of the topics whose source
-// the sync cycle found deleted (ErrSourceTopicMissing) or recreated with another topic
-// id (ErrSourceTopicRecreated). A partition already FAILED that way is left alone.
-func (mr *mirrorRuntime) failSourceTopics(st SyncStats) {
+// the sync cycle found deleted (metasync.ErrSourceTopicMissing) or recreated with another topic
+// id (metasync.ErrSourceTopicRecreated). A partition already FAILED that way is left alone.
+func (mr *Runtime) failSourceTopics(st metasync.SyncStats) {
 	for _, e := range st.Errors {
-		var se *SyncError
+		var se *metasync.SyncError
 		if !errors.As(e, &se) || se.Topic == "" ||
-			!(errors.Is(se.Err, ErrSourceTopicMissing) || errors.Is(se.Err, ErrSourceTopicRecreated)) {
+			!(errors.Is(se.Err, metasync.ErrSourceTopicMissing) || errors.Is(se.Err, metasync.ErrSourceTopicRecreated)) {
 			continue
 		}
 		reason := fmt.Sprintf("source topic %q: %v", se.Topic, se.Err)
-		if errors.Is(se.Err, ErrSourceTopicMissing) {
+		if errors.Is(se.Err, metasync.ErrSourceTopicMissing) {
 			reason = fmt.Sprintf("source topic %q was deleted: %v", se.Topic, se.Err)
 		}
-		for _, r := range mr.m.reconcilersOf(mr) {
+		for _, r := range mr.e.partitionsOf(mr) {
 			if r.topic != se.Topic || r.pubRetry.Load() == -1 {
 				continue
 			}
@@ -55,8 +58,8 @@ func (mr *mirrorRuntime) failSourceTopics(st SyncStats) {
 // partition is not failed non-retryably already, stopping or stopped; nil otherwise. It
 // runs before every desired-state step, so the partition fails before PREPARING touches
 // its log.
-func (r *reconciler) tieredStorageCheck() statemachine.Event {
-	ts, found := r.m.ctrl.Topic(r.topic)
+func (r *Partition) tieredStorageCheck() statemachine.Event {
+	ts, found := r.e.ctrl.Topic(r.topic)
 	if !found || ts.Mirror != r.mirror || ts.Desired == statemachine.DesiredStopped || r.nonRetryable {
 		return nil
 	}
@@ -64,7 +67,7 @@ func (r *reconciler) tieredStorageCheck() statemachine.Event {
 	case statemachine.Stopping, statemachine.Stopped:
 		return nil
 	}
-	spec, ok := r.m.dest.Topic(r.topic)
+	spec, ok := r.e.dest.Topic(r.topic)
 	if !ok || spec.Configs[KeyRemoteStorageEnable] != "true" {
 		return nil
 	}
