@@ -145,7 +145,7 @@ func (d *Deps) validate() error {
 		return fmt.Errorf("%w: FetchersPerMirror %d", ErrInvalidDeps, d.Config.FetchersPerMirror)
 	}
 	if d.Metrics == nil {
-		d.Metrics = nopMetrics{}
+		d.Metrics = NopMetrics{}
 	}
 	if d.Events == nil {
 		d.Events = func(StateChange) {}
