@@ -2,17 +2,12 @@ package mirror
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
-	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/reconcile"
 	"github.com/kmirror/kmirror/mirror/metasync"
-	"github.com/kmirror/kmirror/statemachine"
 )
 
 // The reconciler engine lives in internal/reconcile; these names of its failures keep
@@ -65,7 +60,7 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 		Sources: func(name string, cfg MirrorConfig) (fetcher.Source, metasync.SourceAdmin, error) {
 			return sources(name, cfg)
 		},
-		Peers: m.lmePeer,
+		Peers: m.peerView,
 		NewSyncer: func(name string, sa metasync.SourceAdmin) (*metasync.Syncer, error) {
 			return NewSyncer(SyncConfig{Mirror: name, Controller: m.ctrl, Source: sa,
 				Destination: m.dest, Logger: m.log, Interval: time.Hour})
@@ -80,24 +75,20 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 	}
 }
 
-// lmePeer is the engine's PeerFactory: the mirror's Peer (PeerFactory) as an LMEPeer.
-func (m *Mirror) lmePeer(name string, cfg MirrorConfig) (reconcile.LMEPeer, error) {
+// peerView is the engine's PeerFactory: the mirror's Peer (PeerFactory) as a PeerView.
+func (m *Mirror) peerView(name string, cfg MirrorConfig) (reconcile.PeerView, error) {
 	p, err := m.opts.peers(name, cfg)
 	if err != nil || p == nil {
 		return nil, err
 	}
-	return peerLME{peer: p, local: m.dest.ClusterID()}, nil
+	return peerView{p}, nil
 }
 
-// peerLME finds LMEs on the other cluster through its Peer: in the mirrors of that
-// cluster that mirror from this one (local).
-type peerLME struct {
-	peer  Peer
-	local string
-}
+// peerView is a Peer seen by the LME lookup of the engine.
+type peerView struct{ peer Peer }
 
 // Close closes the Peer, unless it is an in-process *Mirror (its owner closes it).
-func (p peerLME) Close() error {
+func (p peerView) Close() error {
 	switch c := p.peer.(type) {
 	case *Mirror:
 	case io.Closer:
@@ -108,44 +99,29 @@ func (p peerLME) Close() error {
 	return nil
 }
 
-// LastMirrorEpoch implements reconcile.LMEPeer: the highest LME stored for the
-// partition by the other cluster's mirrors from this cluster, -1 when none; a mirror
-// there that still mirrors the partition (not STOPPED) is a mirror loop.
-func (p peerLME) LastMirrorEpoch(ctx context.Context, topic string, partition int32, bo backoff.BackOffContext) (int32, error) {
-	ls, err := reconcile.RetryTransient(ctx, bo, func() ([]MirrorListing, error) {
-		return p.peer.ListClusterMirrors(ctx, ListFilter{SourceClusterIDs: []string{p.local}})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
-	}
-	var names []string
+// MirrorsFrom implements reconcile.PeerView.
+func (p peerView) MirrorsFrom(ctx context.Context, clusterID string) ([]string, error) {
+	ls, err := p.peer.ListClusterMirrors(ctx, ListFilter{SourceClusterIDs: []string{clusterID}})
+	names := make([]string, 0, len(ls))
 	for _, l := range ls {
 		names = append(names, l.Name)
 	}
-	lme := epoch.UndefinedEpoch
-	if len(names) == 0 {
-		return lme, nil
-	}
-	ds, err := reconcile.RetryTransient(ctx, bo, func() ([]MirrorDescription, error) {
-		return p.peer.DescribeClusterMirrors(ctx, names, DescribeOptions{
-			TopicPartitions: map[string][]int32{topic: {partition}}, IncludeStates: true, ClusterID: p.local})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
-	}
+	return names, err
+}
+
+// PartitionStates implements reconcile.PeerView.
+func (p peerView) PartitionStates(ctx context.Context, names []string, topic string, partition int32, clusterID string) ([]reconcile.PeerPartition, error) {
+	ds, err := p.peer.DescribeClusterMirrors(ctx, names, DescribeOptions{
+		TopicPartitions: map[string][]int32{topic: {partition}}, IncludeStates: true, ClusterID: clusterID})
+	var out []reconcile.PeerPartition
 	for _, d := range ds {
 		for _, t := range d.Topics {
 			for _, pd := range t.Partitions {
-				if t.Topic != topic || pd.Partition != partition {
-					continue
+				if t.Topic == topic && pd.Partition == partition {
+					out = append(out, reconcile.PeerPartition{Mirror: d.Name, State: pd.State, LastMirrorEpoch: pd.LastMirrorEpoch})
 				}
-				if pd.State != statemachine.Stopped && pd.State != statemachine.Unknown {
-					return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
-						ErrMirrorLoop, d.Name, topic, partition, pd.State)
-				}
-				lme = max(lme, pd.LastMirrorEpoch)
 			}
 		}
 	}
-	return lme, nil
+	return out, err
 }

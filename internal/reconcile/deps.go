@@ -17,8 +17,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
@@ -48,8 +46,7 @@ type Deps struct {
 	Controller ControllerView
 	// Sources builds a mirror's fetch Source and SourceAdmin (required).
 	Sources SourceFactory
-	// Peers builds a mirror's LME lookup on the other cluster (required; a factory may
-	// answer a nil LMEPeer: no peer, every LME is -1).
+	// Peers builds a mirror's view of the other cluster for the LME lookup (required).
 	Peers PeerFactory
 	// NewSyncer builds the metadata sync of a mirror over its SourceAdmin (required).
 	NewSyncer func(mirror string, sa metasync.SourceAdmin) (*metasync.Syncer, error)
@@ -113,17 +110,29 @@ var _ ControllerView = (*controller.Controller)(nil)
 // mirror.SourceFactory converts to it).
 type SourceFactory func(name string, cfg controller.MirrorConfig) (fetcher.Source, metasync.SourceAdmin, error)
 
-// LMEPeer finds the last mirrored epoch of one partition on the other cluster (spec
-// §6.3 steps 2-5), retrying transient failures with bo. It returns -1 when the other
-// cluster has none, and an error wrapping ErrMirrorLoop when the other cluster still
-// mirrors the partition from this one. The engine closes it (io.Closer or Close())
-// when the mirror is dropped.
-type LMEPeer interface {
-	LastMirrorEpoch(ctx context.Context, topic string, partition int32, bo backoff.BackOffContext) (int32, error)
+// PeerView is the admin view of the other cluster that the LME lookup of PREPARING
+// uses (spec §6.3 steps 2-5). The engine closes it (io.Closer or Close()) when the
+// mirror is dropped.
+type PeerView interface {
+	// MirrorsFrom lists the names of the other cluster's mirrors whose source cluster
+	// is clusterID.
+	MirrorsFrom(ctx context.Context, clusterID string) ([]string, error)
+	// PartitionStates describes one partition in each of the named mirrors, as seen by
+	// the requesting cluster clusterID.
+	PartitionStates(ctx context.Context, names []string, topic string, partition int32, clusterID string) ([]PeerPartition, error)
 }
 
-// PeerFactory builds the LMEPeer of mirror name; (nil, nil) means no peer.
-type PeerFactory func(name string, cfg controller.MirrorConfig) (LMEPeer, error)
+// PeerPartition is the state and LME of one partition in one mirror of the other
+// cluster.
+type PeerPartition struct {
+	Mirror          string
+	State           statemachine.State
+	LastMirrorEpoch int32
+}
+
+// PeerFactory builds the PeerView of mirror name; (nil, nil) means no peer: every LME
+// is -1 (mirror from scratch).
+type PeerFactory func(name string, cfg controller.MirrorConfig) (PeerView, error)
 
 // StateChange reports one durable actual-state change of a partition (the facade's
 // mirror.StateChange has the same fields).

@@ -27,7 +27,7 @@ type Runtime struct {
 	source       fetcher.Source
 	sadmin       metasync.SourceAdmin
 	fetch        []*fetcher.Fetcher // Config.FetchersPerMirror loops, created on first use
-	peer         LMEPeer
+	peer         PeerView
 	peerMade     bool
 	syncer       *metasync.Syncer
 	srcClusterID string
@@ -129,7 +129,7 @@ func (mr *Runtime) currentFetcher(topic string, partition int32) *fetcher.Fetche
 }
 
 // getPeer returns the mirror's Peer (nil = none), built on first use.
-func (mr *Runtime) getPeer() (LMEPeer, error) {
+func (mr *Runtime) getPeer() (PeerView, error) {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	if mr.closed {
