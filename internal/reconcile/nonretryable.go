@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/mirror/metasync"
@@ -19,15 +20,25 @@ var ErrTieredStorage = errors.New("mirror: tiered storage is enabled on the dest
 const KeyRemoteStorageEnable = "remote.storage.enable"
 
 // uleEnabled reports whether unclean leader election on the source is supported for
-// this partition: mirror.support.unclean.leader.election=true as a mirror config, or as
-// a config of the destination topic (as in the prototype; "mirror.*" topic configs are
-// never synced from the source, so the destination's own value holds).
+// this partition: mirror.support.unclean.leader.election as a config of the destination
+// topic when set there ("mirror.*" topic configs are never synced from the source, so
+// the destination's own value holds), else as a mirror config. A topic value that is
+// neither true nor false is ignored, with a warning, for the mirror's.
 func (r *Partition) uleEnabled() bool {
-	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
-		return true
+	if spec, ok := r.e.dest.Topic(r.topic); ok {
+		if v, set := spec.Configs[controller.KeyUncleanLeaderElection]; set {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "true":
+				return true
+			case "false":
+				return false
+			}
+			r.e.log.Warn("mirror: invalid topic config ignored; the mirror's value applies", "mirror", r.mirror,
+				"topic", r.topic, "config", controller.KeyUncleanLeaderElection, "value", v)
+		}
 	}
-	spec, ok := r.e.dest.Topic(r.topic)
-	return ok && spec.Configs[controller.KeyUncleanLeaderElection] == "true"
+	cfg, err := r.mr.config()
+	return err == nil && cfg.SupportUncleanLeaderElec
 }
 
 // failSourceTopics fails, non-retryably, the partitions of the topics whose source

@@ -150,13 +150,6 @@ func (r *Partition) Offsets() (int64, int64) {
 	return r.srcHW.Load(), r.log.LogEndOffset()
 }
 
-func (r *Partition) onDivergence(truncatedTo int64) {
-	if !r.uleEnabled() {
-		return
-	}
-	r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
-}
-
 func (r *Partition) onEpochFencing(batchEpoch, localEpoch int32) {
 	r.push(statemachine.EpochExceeded{BatchEpoch: batchEpoch, LocalEpoch: localEpoch})
 }
@@ -557,12 +550,7 @@ func (r *Partition) do(a statemachine.Action) error {
 	case statemachine.StopFetcher:
 		r.srcHW.Store(-1)
 		defer r.fetcherStopped() // again once Remove returned: no late progress event
-		if f := r.mr.currentFetcher(r.topic, r.partition); f != nil {
-			if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
-				return err
-			}
-		}
-		return nil
+		return r.removeFromFetchers(nil)
 	case statemachine.FindLMEAndTruncate:
 		return r.findLMEAndTruncate()
 	case statemachine.Truncate:
@@ -627,9 +615,15 @@ func (r *Partition) waitReplicas(a statemachine.WaitReplicas) error {
 	return nil
 }
 
+// startFetcher adds the partition to its fetch loop: one that stops it after a
+// divergence truncation when unclean leader election is supported for its topic
+// (uleEnabled, decided now), one that truncates and goes on otherwise.
 func (r *Partition) startFetcher() error {
-	f, err := r.mr.fetcher(r.topic, r.partition)
+	f, err := r.mr.fetcher(r.topic, r.partition, r.uleEnabled())
 	if err != nil {
+		return err
+	}
+	if err := r.removeFromFetchers(f); err != nil { // the setting changed since the last start
 		return err
 	}
 	spec := fetcher.PartitionSpec{Topic: r.topic, TopicID: r.topicID, Partition: r.partition, Log: r.log}
@@ -640,6 +634,19 @@ func (r *Partition) startFetcher() error {
 		}
 	}
 	return err
+}
+
+// removeFromFetchers removes the partition from every fetch loop of the mirror but keep.
+func (r *Partition) removeFromFetchers(keep *fetcher.Fetcher) error {
+	for _, f := range r.mr.currentFetchers(r.topic, r.partition) {
+		if f == keep {
+			continue
+		}
+		if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
+			return err
+		}
+	}
+	return nil
 }
 
 // persistLME stores the latest epoch of the log as the partition's LME, with the log end

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/mirror/metasync"
+	"github.com/kmirror/kmirror/statemachine"
 )
 
 // Runtime is what one mirror has at run time: its source (fetch Source and
@@ -26,7 +28,7 @@ type Runtime struct {
 	closed       bool
 	source       fetcher.Source
 	sadmin       metasync.SourceAdmin
-	fetch        []*fetcher.Fetcher // Config.FetchersPerMirror loops, created on first use
+	fetch        [2][]*fetcher.Fetcher // by StopOnDivergence (ulePool): FetchersPerMirror loops each, made on first use
 	peer         PeerView
 	peerMade     bool
 	syncer       *metasync.Syncer
@@ -88,19 +90,30 @@ func (mr *Runtime) shard(topic string, partition int32) int {
 	return int(h % uint32(mr.e.cfg.FetchersPerMirror))
 }
 
-// fetcher returns the Fetcher of a partition, started on first use.
-func (mr *Runtime) fetcher(topic string, partition int32) (*fetcher.Fetcher, error) {
+// ulePool is the index in Runtime.fetch of the fetch loops with StopOnDivergence = ule.
+func ulePool(ule bool) int {
+	if ule {
+		return 1
+	}
+	return 0
+}
+
+// fetcher returns the Fetcher of a partition, started on first use: one of the loops
+// that stop a partition after a divergence truncation (ule: unclean leader election
+// supported for its topic, spec §7.4) or one of those that truncate and go on.
+func (mr *Runtime) fetcher(topic string, partition int32, ule bool) (*fetcher.Fetcher, error) {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
 	if mr.closed {
 		return nil, ErrClosed
 	}
-	if mr.fetch == nil {
-		mr.fetch = make([]*fetcher.Fetcher, mr.e.cfg.FetchersPerMirror)
+	pool := &mr.fetch[ulePool(ule)]
+	if *pool == nil {
+		*pool = make([]*fetcher.Fetcher, mr.e.cfg.FetchersPerMirror)
 	}
 	i := mr.shard(topic, partition)
-	if mr.fetch[i] != nil {
-		return mr.fetch[i], nil
+	if (*pool)[i] != nil {
+		return (*pool)[i], nil
 	}
 	src, _, err := mr.sourcesLocked()
 	if err != nil {
@@ -110,22 +123,25 @@ func (mr *Runtime) fetcher(topic string, partition int32) (*fetcher.Fetcher, err
 	if err != nil {
 		return nil, err
 	}
-	f, err := fetcher.NewFetcher(src, mr.e.fetcherConfig(cfg, fetchEvents{mr}))
+	f, err := fetcher.NewFetcher(src, mr.e.fetcherConfig(cfg, ule, fetchEvents{mr: mr, ule: ule}))
 	if err != nil {
 		return nil, err
 	}
-	mr.fetch[i] = f
+	(*pool)[i] = f
 	return f, nil
 }
 
-// currentFetcher returns the Fetcher of a partition if one was started.
-func (mr *Runtime) currentFetcher(topic string, partition int32) *fetcher.Fetcher {
+// currentFetchers returns the started Fetchers a partition may be in (one per pool).
+func (mr *Runtime) currentFetchers(topic string, partition int32) []*fetcher.Fetcher {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
-	if mr.fetch == nil {
-		return nil
+	var out []*fetcher.Fetcher
+	for _, pool := range mr.fetch {
+		if pool != nil && pool[mr.shard(topic, partition)] != nil {
+			out = append(out, pool[mr.shard(topic, partition)])
+		}
 	}
-	return mr.fetch[mr.shard(topic, partition)]
+	return out
 }
 
 // getPeer returns the mirror's Peer (nil = none), built on first use.
@@ -233,7 +249,7 @@ func (mr *Runtime) close() error {
 		return nil
 	}
 	mr.closed = true
-	fs, src, sa, p := mr.fetch, mr.source, mr.sadmin, mr.peer
+	fs, src, sa, p := slices.Concat(mr.fetch[0], mr.fetch[1]), mr.source, mr.sadmin, mr.peer
 	mr.mu.Unlock()
 	var errs []error
 	for _, f := range fs {
@@ -256,8 +272,12 @@ func (mr *Runtime) close() error {
 	return errors.Join(errs...)
 }
 
-// fetchEvents routes fetcher events of a mirror to the partition reconcilers.
-type fetchEvents struct{ mr *Runtime }
+// fetchEvents routes fetcher events of a mirror to the partition reconcilers; ule is
+// the StopOnDivergence of the fetch loops it serves.
+type fetchEvents struct {
+	mr  *Runtime
+	ule bool
+}
 
 func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *Partition {
 	r := e.mr.e.Partition(tp.Topic, tp.Partition)
@@ -267,12 +287,13 @@ func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *Partition {
 	return r
 }
 
-// OnDivergence implements fetcher.Events: with mirror.support.unclean.leader.election the
-// fetcher has stopped the partition; the reconciler moves it to ULE_LOG_TRUNCATION.
+// OnDivergence implements fetcher.Events: a fetch loop of the ULE pool (unclean leader
+// election supported for the topic) has stopped the partition after the truncation; the
+// reconciler moves it to ULE_LOG_TRUNCATION. The other loops truncate and go on.
 func (e fetchEvents) OnDivergence(tp fetcher.TopicPartition, d epoch.Divergence, truncatedTo int64) {
 	e.mr.e.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationDivergence, 0)
-	if r := e.reconciler(tp); r != nil {
-		r.onDivergence(truncatedTo)
+	if r := e.reconciler(tp); r != nil && e.ule {
+		r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
 	}
 }
 
@@ -311,13 +332,14 @@ func (e fetchEvents) OnProgress(tp fetcher.TopicPartition, p fetcher.Progress) {
 	}
 }
 
-// fetcherConfig returns the fetcher configuration of a mirror.
-func (e *Engine) fetcherConfig(cfg controller.MirrorConfig, ev fetcher.Events) fetcher.Config {
+// fetcherConfig returns the fetcher configuration of a mirror's fetch loops that stop a
+// partition after a divergence truncation (ule) or not.
+func (e *Engine) fetcherConfig(cfg controller.MirrorConfig, ule bool, ev fetcher.Events) fetcher.Config {
 	return fetcher.Config{
 		PartitionMaxBytes: cfg.FetchPartitionMaxBytes,
 		Events:            ev,
 		Logger:            fetcher.SlogLogger(e.log),
-		StopOnDivergence:  cfg.SupportUncleanLeaderElec,
+		StopOnDivergence:  ule,
 		IdleWait:          e.cfg.FetchIdleWait,
 		// socket.timeout.ms: a source unreachable for longer fails the partitions
 		// (retryable, fetcher.ErrSourceUnreachable) instead of hiding in MIRRORING.
