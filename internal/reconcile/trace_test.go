@@ -56,14 +56,14 @@ func TestReconcilerTrace(t *testing.T) {
 
 // traceHarness is the world of one trace.
 type traceHarness struct {
-	ctx    context.Context
-	e      *Engine
-	coord  *coordinator.Runtime
-	dst    *recordingDest
-	ctrl   *fakeController
-	src    *silentSource
-	r      *Partition
-	fetch  string // the fetch loop the partition was in after the last step
+	ctx   context.Context
+	e     *Engine
+	coord *coordinator.Runtime
+	dst   *recordingDest
+	ctrl  *fakeController
+	src   *silentSource
+	r     *Partition
+	fetch string // the fetch loop the partition was in after the last step
 }
 
 var traceTopicID = records.UUID{1, 2, 3}
