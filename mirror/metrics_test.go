@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -188,7 +189,12 @@ func TestMetricsAndHonestLagOnKfake(t *testing.T) {
 	require.NotEmpty(t, d.SourceErrorMessage)
 	require.False(t, d.SourceUnreachableSince.IsZero())
 
-	// The same over the wire (tagged fields).
+	checkHealthOverWire(ctx, t, h, d)
+}
+
+// checkHealthOverWire: describe over the wire carries the source health of d in its
+// tagged fields, and they read back.
+func checkHealthOverWire(ctx context.Context, t *testing.T, h admin.Handler, d PartitionDescription) {
 	req := admin.NewPtrDescribeClusterMirrorsRequest()
 	req.IncludeMirrorStates, req.IncludeMirrorLags = true, true
 	resp, err := h.DescribeClusterMirrors(ctx, &admin.RequestContext{}, req)
