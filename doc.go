@@ -37,8 +37,10 @@
 //     memory, file and Kafka controller logs) and the parsing of mirror configs.
 //   - mirror/metasync: the metadata sync (discovery, topic creation, partition growth,
 //     config, group-offset and ACL sync) and the source admin clients.
-//   - mirror: the facade that composes them (Mirror, its workflows, the reconcilers, Peer,
-//     the admin handler); it re-exports the public names of its sub-packages.
+//   - mirror: the facade that composes them (Mirror, its workflows, Peer, the admin
+//     handler); it re-exports the public names of its sub-packages. Its reconciler
+//     engine (one goroutine per mirror partition, the per-mirror runtimes) lives in
+//     internal/reconcile and gets what it uses as an explicit reconcile.Deps.
 //
 // records, epoch, statemachine, the admin message types and the coordinator shard do no
 // I/O, start no goroutines and never read the clock; internal/lint enforces it.

@@ -39,8 +39,10 @@
 //
 // The pieces a Mirror composes live in their own packages, which never import this one:
 // mirror/dest (the Destination contract), mirror/localdest (LocalDestination),
-// mirror/controller (Controller, the controller logs, MirrorConfig) and mirror/metasync
-// (Syncer, SourceAdmin). This package re-exports their public names as type aliases and
+// mirror/controller (Controller, the controller logs, MirrorConfig), mirror/metasync
+// (Syncer, SourceAdmin) and internal/reconcile (the per-mirror runtimes and the
+// reconcilers, given an explicit reconcile.Deps; ErrStorage, ErrMirrorLoop and Metrics
+// are its names). This package re-exports their public names as type aliases and
 // thin wrappers, so mirror.LocalDestination, mirror.ParseMirrorConfig or
 // mirror.KafkaSourceAdmin keep working.
 //

@@ -188,27 +188,33 @@ func (s *site) sawTransition(from, to statemachine.State) bool {
 // TestUncleanElectionOnSource: with mirror.support.unclean.leader.election=true a
 // divergence found while MIRRORING (the source lost a suffix in an unclean election and
 // wrote other records at a new epoch) goes through ULE_LOG_TRUNCATION and back to
-// MIRRORING; the logs converge.
+// MIRRORING; the logs converge. The destination topic's setting, when present, overrides
+// the mirror's: with the topic's false the fetcher truncates like a follower and goes on
+// (no ULE_LOG_TRUNCATION), with the topic's true ULE applies though the mirror's is off.
 func TestUncleanElectionOnSource(t *testing.T) {
-	for _, topicLevel := range []bool{false, true} {
-		t.Run(fmt.Sprint("topic-level=", topicLevel), func(t *testing.T) { uncleanElectionOnSource(t, topicLevel) })
+	for _, tc := range []struct{ mirror, topic string }{{"true", ""}, {"false", "true"}, {"", "true"}, {"true", "false"}} {
+		t.Run(fmt.Sprintf("mirror=%q,topic=%q", tc.mirror, tc.topic), func(t *testing.T) {
+			uncleanElectionOnSource(t, tc.mirror, tc.topic)
+		})
 	}
 }
 
-// uncleanElectionOnSource sets mirror.support.unclean.leader.election on the mirror, or
-// on the destination topic only (topicLevel).
-func uncleanElectionOnSource(t *testing.T, topicLevel bool) {
+// uncleanElectionOnSource sets mirror.support.unclean.leader.election on the mirror and
+// on the destination topic ("" = not set there).
+func uncleanElectionOnSource(t *testing.T, mirrorULE, topicULE string) {
 	ctx := testCtx(t)
 	ex := newSpecExample(t, []int32{0, 0, 0, 0})
 	cfg := bootstrap(ex.a)
-	if topicLevel {
+	if topicULE != "" {
 		spec, ok := ex.a.dest.Topic("t")
 		require.True(t, ok)
-		spec.Configs = map[string]string{KeyUncleanLeaderElection: "true"}
+		spec.Configs = map[string]string{KeyUncleanLeaderElection: topicULE}
 		require.NoError(t, ex.b.dest.CreateTopic(ctx, spec))
-	} else {
-		cfg[KeyUncleanLeaderElection] = "true"
 	}
+	if mirrorULE != "" {
+		cfg[KeyUncleanLeaderElection] = mirrorULE
+	}
+	ule := topicULE == "true" || (topicULE == "" && mirrorULE == "true")
 	require.NoError(t, ex.b.m.CreateClusterMirror(ctx, "a-to-b", cfg))
 	mustOK(t)(ex.b.m.StartMirrorTopics(ctx, "a-to-b", []string{"t"}, StartOptions{}))
 	lb := ex.b.log(t, "t", 0)
@@ -219,9 +225,9 @@ func uncleanElectionOnSource(t *testing.T, topicLevel bool) {
 	require.NoError(t, err)
 	appendBatch(t, ex.la, 1, 1, "A-ule")
 	appendBatch(t, ex.la, 1, 1, "A-ule")
-	waitCond(t, ctx, ex.b.m, "converged after ULE", func() bool {
-		return ex.b.sawTransition(statemachine.ULELogTruncation, statemachine.Mirroring) && bytesEqual(t, ex.la, lb)
+	waitCond(t, ctx, ex.b.m, "converged", func() bool {
+		return (!ule || ex.b.sawTransition(statemachine.ULELogTruncation, statemachine.Mirroring)) && bytesEqual(t, ex.la, lb)
 	})
-	require.True(t, ex.b.sawTransition(statemachine.Mirroring, statemachine.ULELogTruncation))
+	require.Equal(t, ule, ex.b.sawTransition(statemachine.Mirroring, statemachine.ULELogTruncation))
 	require.Equal(t, [][3]int64{{0, 0, -1}, {1, 0, -1}, {2, 1, -1}, {3, 1, -1}}, batchEpochs(t, lb))
 }

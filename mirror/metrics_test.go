@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -151,7 +152,7 @@ func TestMetricsAndHonestLagOnKfake(t *testing.T) {
 	require.False(t, d.LastFetch.IsZero())
 	require.Equal(t, admin.CodeNone, d.SourceErrorCode)
 
-	ref := PartitionRef{"k", "events", 0}
+	ref := PartitionRef{Mirror: "k", Topic: "events", Partition: 0}
 	rec.mu.Lock()
 	require.Equal(t, statemachine.Mirroring, rec.states[ref])
 	require.Equal(t, int64(0), rec.lagOffsets[ref])
@@ -172,8 +173,8 @@ func TestMetricsAndHonestLagOnKfake(t *testing.T) {
 	rec.mu.Lock()
 	require.Len(t, rec.stopping, 1)
 	require.Positive(t, rec.bumps[EpochBumpState], "STOPPING bumps the leader epoch")
-	require.Equal(t, statemachine.Stopped, rec.states[PartitionRef{"k", "other", 0}])
-	require.Negative(t, rec.lagOffsets[PartitionRef{"k", "other", 0}], "no fetcher: lag unknown")
+	require.Equal(t, statemachine.Stopped, rec.states[PartitionRef{Mirror: "k", Topic: "other", Partition: 0}])
+	require.Negative(t, rec.lagOffsets[PartitionRef{Mirror: "k", Topic: "other", Partition: 0}], "no fetcher: lag unknown")
 	rec.mu.Unlock()
 	stopped := describeOn(t, m, "k", "other", 0)
 	require.Equal(t, int64(-1), stopped.Lag(), "lag of a partition without a fetcher is unknown, not 0")
@@ -188,7 +189,12 @@ func TestMetricsAndHonestLagOnKfake(t *testing.T) {
 	require.NotEmpty(t, d.SourceErrorMessage)
 	require.False(t, d.SourceUnreachableSince.IsZero())
 
-	// The same over the wire (tagged fields).
+	checkHealthOverWire(ctx, t, h, d)
+}
+
+// checkHealthOverWire: describe over the wire carries the source health of d in its
+// tagged fields, and they read back.
+func checkHealthOverWire(ctx context.Context, t *testing.T, h admin.Handler, d PartitionDescription) {
 	req := admin.NewPtrDescribeClusterMirrorsRequest()
 	req.IncludeMirrorStates, req.IncludeMirrorLags = true, true
 	resp, err := h.DescribeClusterMirrors(ctx, &admin.RequestContext{}, req)
@@ -208,13 +214,6 @@ func TestMetricsAndHonestLagOnKfake(t *testing.T) {
 	require.Equal(t, d.SourceUnreachableSince.UnixMilli(), back.SourceUnreachableSince.UnixMilli())
 }
 
-func TestSourceErrorCodes(t *testing.T) {
-	require.Equal(t, admin.CodeNotLeaderOrFollower, sourceErrorCode(&fetcher.SourceError{Code: fetcher.CodeNotLeaderOrFollower}))
-	require.Equal(t, admin.CodeUnknownTopicOrPartition, sourceErrorCode(fmt.Errorf("x: %w", fetcher.ErrUnknownPartition)))
-	require.Equal(t, admin.CodeLeaderNotAvailable, sourceErrorCode(fetcher.ErrNoLeader))
-	require.Equal(t, admin.CodeNetworkException, sourceErrorCode(fmt.Errorf("dial tcp: connection refused")))
-}
-
 func TestLagSeconds(t *testing.T) {
 	now := time.UnixMilli(10_000)
 	_, ok := LagSeconds(-1, now, now)
@@ -227,15 +226,4 @@ func TestLagSeconds(t *testing.T) {
 	s, ok = LagSeconds(3, time.UnixMilli(7_500), now)
 	require.True(t, ok)
 	require.Equal(t, 2.5, s)
-}
-
-func TestTimeLag(t *testing.T) {
-	var h partitionHealth
-	h.init()
-	now := time.UnixMilli(10_000)
-	require.Equal(t, time.Duration(-1), h.timeLag(-1, now))
-	require.Equal(t, time.Duration(0), h.timeLag(0, now))
-	require.Equal(t, time.Duration(-1), h.timeLag(5, now), "no batch mirrored yet: unknown")
-	h.lastTs.Store(7_500)
-	require.Equal(t, 2500*time.Millisecond, h.timeLag(5, now))
 }

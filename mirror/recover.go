@@ -3,9 +3,7 @@ package mirror
 import (
 	"context"
 
-	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/mirror/controller"
-	"github.com/kmirror/kmirror/statemachine"
 )
 
 // RecoverMirrorTopics restarts the FAILED partitions of topics of mirror name (a later
@@ -28,30 +26,7 @@ func (m *Mirror) RecoverMirrorTopics(ctx context.Context, name string, topics []
 	}
 	results := make([]TopicResult, 0, len(topics))
 	for _, topic := range dedupe(topics) {
-		results = append(results, TopicResult{Topic: topic, Err: m.recoverTopic(name, topic)})
+		results = append(results, TopicResult{Topic: topic, Err: m.eng.RecoverTopic(name, topic)})
 	}
 	return results, nil
-}
-
-func (m *Mirror) recoverTopic(name, topic string) error {
-	ts, ok := m.ctrl.Topic(topic)
-	if !ok || ts.Mirror != name {
-		return admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q is not a topic of mirror %q", topic, name)
-	}
-	if ts.Desired != statemachine.DesiredMirroring {
-		return admin.Errorf(admin.CodeInvalidClusterMirrorStates,
-			"topic %q of mirror %q is %s: only a MIRRORING topic can be recovered", topic, name, ts.Desired)
-	}
-	spec, ok := m.dest.Topic(topic)
-	if !ok {
-		return admin.Errorf(admin.CodeUnknownTopicOrPartition, "destination topic %q does not exist", topic)
-	}
-	for p := int32(0); p < spec.Partitions; p++ {
-		if r := m.reconcilerOf(topic, p); r != nil && r.mirror == name {
-			if st, _ := r.current(); st == statemachine.Failed {
-				r.recover()
-			}
-		}
-	}
-	return nil
 }

@@ -21,44 +21,6 @@ import (
 	"github.com/kmirror/kmirror/statemachine"
 )
 
-// TestRetryGateSharedAcrossPartitions: partitions of a mirror that fail together join
-// one retry round; each round's backoff doubles (capped at Max) however many
-// partitions fail; each retry lands within the round's window (jitter); a healthy
-// partition starts the backoff again.
-func TestRetryGateSharedAcrossPartitions(t *testing.T) {
-	now := time.Unix(1000, 0)
-	g := newRetryGate()
-	g.now = func() time.Time { return now }
-	var jit int64
-	g.jitter = func(n int64) int64 { jit = (jit + 7919) % n; return jit }
-	rc := RetryConfig{Initial: time.Second, Max: 8 * time.Second, MaxAttempts: 100}
-	var rounds []time.Duration
-	for round := 0; round < 6; round++ {
-		var first time.Duration
-		for p := 0; p < 50; p++ { // 50 partitions fail at the same moment
-			d := g.delay(rc, 0)
-			if p == 0 {
-				first = d
-			}
-			base := min(time.Second<<round, rc.Max)
-			require.GreaterOrEqual(t, d, base, "round %d partition %d", round, p)
-			require.Less(t, d, base+base/2, "round %d partition %d", round, p)
-		}
-		rounds = append(rounds, first)
-		require.Equal(t, round+1, g.level, "one level per round, not per partition")
-		now = g.next // the round fires; everyone fails again
-	}
-	require.Len(t, rounds, 6)
-	g.healthy()
-	d := g.delay(rc, 0)
-	require.Less(t, d, 1500*time.Millisecond, "back to Initial after a healthy fetch")
-	// After a restart the gate is new, but a partition's stored attempts keep its backoff.
-	g2 := newRetryGate()
-	g2.now = g.now
-	g2.jitter = func(int64) int64 { return 0 }
-	require.Equal(t, 8*time.Second, g2.delay(rc, 5))
-}
-
 func TestRetryConfigValidation(t *testing.T) {
 	require.NoError(t, DefaultRetryConfig().Validate())
 	require.Equal(t, RetryConfig{Initial: time.Second, Max: 5 * time.Minute, MaxAttempts: 100}, DefaultRetryConfig())

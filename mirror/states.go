@@ -153,8 +153,8 @@ func (m *Mirror) WriteMirrorStates(ctx context.Context, req *admin.WriteMirrorSt
 func (m *Mirror) invalidateWritten(req *admin.WriteMirrorStatesRequest) {
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			if r := m.reconcilerOf(t.TopicName, p.PartitionIndex); r != nil && r.mirror == req.MirrorName {
-				r.invalidate()
+			if r := m.reconcilerOf(t.TopicName, p.PartitionIndex); r != nil && r.Mirror() == req.MirrorName {
+				r.Invalidate()
 			}
 		}
 	}
@@ -190,10 +190,10 @@ func (m *Mirror) ReadMirrorOffsets(ctx context.Context, req *admin.ReadMirrorOff
 		topic, p := req.Topics[t].TopicName, req.Topics[t].Partitions[pi]
 		rp := admin.NewReadMirrorOffsetsResponseTopicPartition()
 		rp.PartitionIndex, rp.SourceOffset, rp.DestinationOffset = p, -1, -1
-		if r := m.reconcilerOf(topic, p); r == nil || r.mirror != req.MirrorName {
+		if r := m.reconcilerOf(topic, p); r == nil || r.Mirror() != req.MirrorName {
 			rp.ErrorCode = int16(admin.CodeUnknownTopicOrPartition)
 		} else {
-			rp.SourceOffset, rp.DestinationOffset = r.offsets()
+			rp.SourceOffset, rp.DestinationOffset = r.Offsets()
 		}
 		resp.Topics[t].Partitions = append(resp.Topics[t].Partitions, rp)
 		return false

@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"strings"
@@ -163,7 +162,7 @@ func TestENOSPCDuringAppendFailsThatPartition(t *testing.T) {
 	ev, _ := evs.find(failedOf("t", 1))
 	require.Equal(t, d.ErrorMessage, ev.Reason)
 	r := m.reconcilerOf("t", 1)
-	require.False(t, r.failureFinal(), "a storage failure is retried by default")
+	require.False(t, r.FailureFinal(), "a storage failure is retried by default")
 
 	produceTo(t, ctx, src, "t", 2, 5, "b")
 	waitCond(t, ctx, m, "partition 0 mirrors on", func() bool { return describeOn(t, m, "k", "t", 0).DestinationOffset == 15 })
@@ -173,22 +172,4 @@ func TestENOSPCDuringAppendFailsThatPartition(t *testing.T) {
 	dest.full.Store(false)
 	require.NoError(t, m.WaitForStates(ctx, "k", []string{"t"}, statemachine.Mirroring))
 	waitCond(t, ctx, m, "partition 1 caught up", func() bool { return describeOn(t, m, "k", "t", 1).DestinationOffset == 15 })
-}
-
-// TestStorageErrorTyping: the typed cause and which errors count as storage errors.
-func TestStorageErrorTyping(t *testing.T) {
-	e := &StorageError{Topic: "t", Partition: 3, Op: "append", Err: &fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}}
-	require.ErrorIs(t, e, ErrStorage)
-	require.ErrorIs(t, e, syscall.ENOSPC)
-	require.Contains(t, e.Error(), "t-3")
-	for _, err := range []error{syscall.EIO, syscall.EROFS, &fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, e} {
-		require.True(t, isStorageError(err), "%v", err)
-	}
-	for _, err := range []error{nil, errors.New("x"), ErrMirrorLoop, syscall.ECONNREFUSED, fetcher.ErrDiverged} {
-		require.False(t, isStorageError(err), "%v", err)
-	}
-	r := &reconciler{topic: "t", partition: 1}
-	require.ErrorIs(t, r.storageCause("append", syscall.ENOSPC), ErrStorage)
-	other := errors.New("other")
-	require.Same(t, other, r.storageCause("append", other), "a non-storage cause is kept as it is")
 }

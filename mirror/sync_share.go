@@ -3,13 +3,15 @@ package mirror
 import "github.com/kmirror/kmirror/statemachine"
 
 // partitionMirroring reports whether this instance's reconciler of topic/partition is
-// of mirror mr and actually MIRRORING: the share-group sync of the mirror syncs only
+// of mirror name and actually MIRRORING: the share-group sync of the mirror syncs only
 // such partitions (SyncConfig.Mirroring).
-func (mr *mirrorRuntime) partitionMirroring(topic string, partition int32) bool {
-	r := mr.m.reconcilerOf(topic, partition)
-	if r == nil || r.mirror != mr.name {
-		return false
+func (m *Mirror) partitionMirroring(name string) func(topic string, partition int32) bool {
+	return func(topic string, partition int32) bool {
+		r := m.reconcilerOf(topic, partition)
+		if r == nil || r.Mirror() != name {
+			return false
+		}
+		st, _ := r.Current()
+		return st == statemachine.Mirroring
 	}
-	st, _ := r.current()
-	return st == statemachine.Mirroring
 }

@@ -20,7 +20,7 @@ func TestStartStopManyTopicNames(t *testing.T) {
 	w := newWorld()
 	a, b := w.newSite(t, "A"), w.newSite(t, "B")
 	b.m.mu.Lock()
-	b.m.noReconcile = true
+	b.m.eng.DisableReconcilers()
 	b.m.mu.Unlock()
 	for i := range existing {
 		createTopic(t, a, fmt.Sprintf("t%06d", i), records.UUID{0xAB, byte(i >> 8), byte(i)}, 1)

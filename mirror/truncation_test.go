@@ -114,12 +114,3 @@ func TestRestartStoppedReportsLostOffsets(t *testing.T) {
 	require.Contains(t, dest.truncations(), "t-0 truncate fully at 0 (end 21)")
 	require.Contains(t, logs.String(), "PREPARING truncates the destination log fully")
 }
-
-// TestNewFullTruncation: the lost range, never understated.
-func TestNewFullTruncation(t *testing.T) {
-	require.Equal(t, int64(12), newFullTruncation(0, 0, 21, 12).Lost())
-	require.Equal(t, int64(0), newFullTruncation(0, 5, 21, 3).Lost(), "the source still has everything")
-	require.Equal(t, int64(21), newFullTruncation(0, 0, 21, 40).Lost(), "the source has none of it")
-	require.Equal(t, FullTruncation{Partition: 2, LogStart: 4, LogEnd: 9, SourceLogStart: -1, LostFrom: 4, LostTo: 9},
-		newFullTruncation(2, 4, 9, -1), "an unknown source log start counts everything as lost")
-}

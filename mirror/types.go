@@ -11,6 +11,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/internal/reconcile"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -22,8 +23,9 @@ const DefaultFetchersPerMirror = 8
 var (
 	// ErrInvalidConfig is wrapped by Config.Validate errors.
 	ErrInvalidConfig = errors.New("mirror: invalid config")
-	// ErrClosed is returned by a Mirror after Close.
-	ErrClosed = errors.New("mirror: closed")
+	// ErrClosed is returned by a Mirror after Close (reconcile.ErrClosed: the engine
+	// returns it too).
+	ErrClosed = reconcile.ErrClosed
 )
 
 // Config configures a Mirror (one destination cluster, or one host instance of it).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/internal/reconcile"
 	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -58,7 +59,7 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 	if mr == nil {
 		return nil, ErrClosed
 	}
-	_, sadmin, err := mr.sources()
+	_, sadmin, err := mr.Sources()
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +67,7 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 	if err != nil {
 		return nil, fmt.Errorf("mirror: start topics of mirror %q: list source topics: %w", name, err)
 	}
-	mr.resolveClusterID(ctx)
+	mr.ResolveClusterID(ctx)
 	names, err := startNames(topics, src, o)
 	if err != nil {
 		return nil, err
@@ -165,11 +166,11 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st SourceTop
 
 // commitStartTopics reports the full truncations PREPARING will do, records the start
 // in the controller and makes the started partitions read-only.
-func (m *Mirror) commitStartTopics(ctx context.Context, mr *mirrorRuntime, name string, metas []TopicMeta, o StartOptions) ([]TopicResult, error) {
+func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta, o StartOptions) ([]TopicResult, error) {
 	// Said before it happens: what PREPARING will truncate fully (spec §6.3 step 5).
 	truncs := map[string][]FullTruncation{}
 	for _, t := range metas {
-		truncs[t.Name] = m.reportFullTruncations(ctx, mr, t.Name)
+		truncs[t.Name] = mr.ReportFullTruncations(ctx, t.Name)
 	}
 	res, err := m.ctrl.StartTopics(ctx, name, metas, o.IncludePatterns, o.ExcludePatterns)
 	if err != nil {
@@ -393,12 +394,12 @@ func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mirror
 		l := MirrorListing{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if len(f.SourceClusterIDs) > 0 {
-				mr.resolveClusterID(ctx)
+				mr.ResolveClusterID(ctx)
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
 			}
-			l.SourceClusterID = mr.clusterID()
+			l.SourceClusterID = mr.ClusterID()
 		}
 		if len(f.SourceClusterIDs) > 0 && !wantIDs[l.SourceClusterID] {
 			continue
@@ -448,12 +449,12 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 		d := MirrorDescription{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if o.ClusterID != "" {
-				mr.resolveClusterID(ctx)
+				mr.ResolveClusterID(ctx)
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
 			}
-			d.SourceClusterID = mr.clusterID()
+			d.SourceClusterID = mr.ClusterID()
 		}
 		if o.ClusterID != "" && d.SourceClusterID != o.ClusterID {
 			continue
@@ -489,11 +490,11 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 			}
 			pd := PartitionDescription{Partition: p, State: statemachine.Unknown, LastMirrorEpoch: -1,
 				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, TimeLag: -1, PreviousState: statemachine.Unknown}
-			if r := m.reconcilerOf(ts.Topic, p); r != nil && r.mirror == name {
+			if r := m.reconcilerOf(ts.Topic, p); r != nil && r.Mirror() == name {
 				if o.IncludeLags {
-					pd.SourceOffset, pd.DestinationOffset = r.offsets()
+					pd.SourceOffset, pd.DestinationOffset = r.Offsets()
 				}
-				r.describeHealth(&pd, o.IncludeLags, now)
+				describeHealth(&pd, r, o.IncludeLags, now)
 			}
 			if o.IncludeStates {
 				req.Partitions = append(req.Partitions, coordinator.ReadPartition{TopicID: ts.TopicID, Partition: p, LeaderEpoch: -1})

@@ -37,9 +37,7 @@ func TestLifecycleRefusals(t *testing.T) {
 	ctx := testCtx(t)
 	w := newWorld()
 	a, b := w.newSite(t, "A"), w.newSite(t, "B")
-	b.m.mu.Lock()
-	b.m.noReconcile = true
-	b.m.mu.Unlock()
+	b.m.eng.DisableReconcilers()
 
 	cases := 0
 	for i, st := range statemachine.States() {
@@ -91,33 +89,39 @@ func TestLifecycleRefusals(t *testing.T) {
 	t.Logf("covered %d refused (operation, actual state) cases", cases)
 	require.Equal(t, 37, cases) // start 7, stop 3, pause 9, resume 9, delete 9
 
-	// Unknown mirror, for every operation.
+	checkUnknownRefusals(ctx, t, b.m, a)
+}
+
+// checkUnknownRefusals: every operation on an unknown mirror is UNKNOWN_CLUSTER_MIRROR,
+// a second create of mirror m-mirroring is CLUSTER_MIRROR_ALREADY_EXISTS, and a topic
+// the mirror or its source does not have is UNKNOWN_TOPIC_OR_PARTITION.
+func checkUnknownRefusals(ctx context.Context, t *testing.T, m *Mirror, a *site) {
 	for _, op := range statemachine.Ops() {
 		var got error
 		switch op {
 		case statemachine.OpStart:
-			_, got = b.m.StartMirrorTopics(ctx, "nope", []string{"x"}, StartOptions{})
+			_, got = m.StartMirrorTopics(ctx, "nope", []string{"x"}, StartOptions{})
 		case statemachine.OpStop:
-			_, got = b.m.StopMirrorTopics(ctx, "nope", []string{"x"}, StopOptions{})
+			_, got = m.StopMirrorTopics(ctx, "nope", []string{"x"}, StopOptions{})
 		case statemachine.OpPause:
-			_, got = b.m.PauseMirrorTopics(ctx, "nope", []string{"x"}, LifecycleOptions{})
+			_, got = m.PauseMirrorTopics(ctx, "nope", []string{"x"}, LifecycleOptions{})
 		case statemachine.OpResume:
-			_, got = b.m.ResumeMirrorTopics(ctx, "nope", []string{"x"}, LifecycleOptions{})
+			_, got = m.ResumeMirrorTopics(ctx, "nope", []string{"x"}, LifecycleOptions{})
 		case statemachine.OpDelete:
-			got = b.m.DeleteClusterMirrors(ctx, []string{"nope"})["nope"]
+			got = m.DeleteClusterMirrors(ctx, []string{"nope"})["nope"]
 		}
 		require.Equal(t, admin.CodeUnknownClusterMirror, admin.CodeOf(got), "%s: %v", op, got)
 	}
-	_, err := b.m.DescribeClusterMirrors(ctx, []string{"nope"}, DescribeOptions{})
+	_, err := m.DescribeClusterMirrors(ctx, []string{"nope"}, DescribeOptions{})
 	require.Equal(t, admin.CodeUnknownClusterMirror, admin.CodeOf(err))
-	err = b.m.CreateClusterMirror(ctx, "m-mirroring", bootstrap(a))
+	err = m.CreateClusterMirror(ctx, "m-mirroring", bootstrap(a))
 	require.Equal(t, admin.CodeClusterMirrorAlreadyExists, admin.CodeOf(err))
 	// A topic that is not a topic of the mirror.
 	require.Equal(t, admin.CodeUnknownTopicOrPartition,
-		admin.CodeOf(single(t)(b.m.PauseMirrorTopics(ctx, "m-mirroring", []string{"t-paused"}, LifecycleOptions{}))))
+		admin.CodeOf(single(t)(m.PauseMirrorTopics(ctx, "m-mirroring", []string{"t-paused"}, LifecycleOptions{}))))
 	// A topic the source does not have.
 	require.Equal(t, admin.CodeUnknownTopicOrPartition,
-		admin.CodeOf(single(t)(b.m.StartMirrorTopics(ctx, "m-mirroring", []string{"ghost"}, StartOptions{}))))
+		admin.CodeOf(single(t)(m.StartMirrorTopics(ctx, "m-mirroring", []string{"ghost"}, StartOptions{}))))
 }
 
 // single returns the one per-topic error of a lifecycle call.

@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"context"
@@ -19,18 +19,18 @@ type stateBatcher struct {
 	writes groupCommit[coordinator.WritePartition, coordinator.WritePartitionResult]
 }
 
-func newStateBatcher(m *Mirror, mirror string) *stateBatcher {
+func newStateBatcher(e *Engine, mirror string) *stateBatcher {
 	b := &stateBatcher{}
-	b.reads = groupCommit[coordinator.ReadPartition, coordinator.ReadPartitionResult]{m: m,
+	b.reads = groupCommit[coordinator.ReadPartition, coordinator.ReadPartitionResult]{e: e,
 		send: func(ctx context.Context, ps []coordinator.ReadPartition) ([]coordinator.ReadPartitionResult, error) {
-			resp, err := m.coord.ReadMirrorStates(ctx, coordinator.ReadRequest{MirrorName: mirror, Partitions: ps})
+			resp, err := e.coord.ReadMirrorStates(ctx, coordinator.ReadRequest{MirrorName: mirror, Partitions: ps})
 			return resp.Partitions, err
 		}}
-	b.writes = groupCommit[coordinator.WritePartition, coordinator.WritePartitionResult]{m: m,
+	b.writes = groupCommit[coordinator.WritePartition, coordinator.WritePartitionResult]{e: e,
 		send: func(ctx context.Context, ps []coordinator.WritePartition) ([]coordinator.WritePartitionResult, error) {
 			start := time.Now()
-			resp, err := m.coord.WriteMirrorStates(ctx, coordinator.WriteRequest{MirrorName: mirror, Partitions: ps})
-			m.opts.ops.metrics.CoordinatorWrite(mirror, len(ps), time.Since(start), err)
+			resp, err := e.coord.WriteMirrorStates(ctx, coordinator.WriteRequest{MirrorName: mirror, Partitions: ps})
+			e.metrics.CoordinatorWrite(mirror, len(ps), time.Since(start), err)
 			return resp.Partitions, err
 		}}
 	return b
@@ -49,7 +49,7 @@ func (b *stateBatcher) write(ctx context.Context, p coordinator.WritePartition) 
 // groupCommit queues calls of one kind and sends everything queued as one request
 // while no request of that kind is in flight. send answers in request order.
 type groupCommit[P, R any] struct {
-	m    *Mirror
+	e    *Engine
 	send func(context.Context, []P) ([]R, error)
 
 	mu      sync.Mutex // guards queue and running
@@ -73,7 +73,7 @@ func (g *groupCommit[P, R]) do(ctx context.Context, p P) (R, error) {
 	g.running = true
 	g.mu.Unlock()
 	if start {
-		g.m.wg.Add(1)
+		g.e.wg.Add(1)
 		go g.drain()
 	}
 	select {
@@ -88,7 +88,7 @@ func (g *groupCommit[P, R]) do(ctx context.Context, p P) (R, error) {
 // drain sends the queued calls as one request, answers them, and repeats until the
 // queue is empty.
 func (g *groupCommit[P, R]) drain() {
-	defer g.m.wg.Done()
+	defer g.e.wg.Done()
 	for {
 		g.mu.Lock()
 		batch := g.queue
@@ -103,7 +103,7 @@ func (g *groupCommit[P, R]) drain() {
 		for i, pc := range batch {
 			ps[i] = pc.p
 		}
-		res, err := g.send(g.m.ctx, ps)
+		res, err := g.send(g.e.ctx, ps)
 		for i, pc := range batch {
 			if err != nil {
 				pc.err = err

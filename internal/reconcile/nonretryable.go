@@ -1,8 +1,12 @@
-package mirror
+package reconcile
 
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/kmirror/kmirror/mirror/controller"
+	"github.com/kmirror/kmirror/mirror/metasync"
 
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -16,32 +20,42 @@ var ErrTieredStorage = errors.New("mirror: tiered storage is enabled on the dest
 const KeyRemoteStorageEnable = "remote.storage.enable"
 
 // uleEnabled reports whether unclean leader election on the source is supported for
-// this partition: mirror.support.unclean.leader.election=true as a mirror config, or as
-// a config of the destination topic (as in the prototype; "mirror.*" topic configs are
-// never synced from the source, so the destination's own value holds).
-func (r *reconciler) uleEnabled() bool {
-	if cfg, err := r.mr.config(); err == nil && cfg.SupportUncleanLeaderElec {
-		return true
+// this partition: mirror.support.unclean.leader.election as a config of the destination
+// topic when set there ("mirror.*" topic configs are never synced from the source, so
+// the destination's own value holds), else as a mirror config. A topic value that is
+// neither true nor false is ignored, with a warning, for the mirror's.
+func (r *Partition) uleEnabled() bool {
+	if spec, ok := r.e.dest.Topic(r.topic); ok {
+		if v, set := spec.Configs[controller.KeyUncleanLeaderElection]; set {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "true":
+				return true
+			case "false":
+				return false
+			}
+			r.e.log.Warn("mirror: invalid topic config ignored; the mirror's value applies", "mirror", r.mirror,
+				"topic", r.topic, "config", controller.KeyUncleanLeaderElection, "value", v)
+		}
 	}
-	spec, ok := r.m.dest.Topic(r.topic)
-	return ok && spec.Configs[KeyUncleanLeaderElection] == "true"
+	cfg, err := r.mr.config()
+	return err == nil && cfg.SupportUncleanLeaderElec
 }
 
 // failSourceTopics fails, non-retryably, the partitions of the topics whose source
-// the sync cycle found deleted (ErrSourceTopicMissing) or recreated with another topic
-// id (ErrSourceTopicRecreated). A partition already FAILED that way is left alone.
-func (mr *mirrorRuntime) failSourceTopics(st SyncStats) {
+// the sync cycle found deleted (metasync.ErrSourceTopicMissing) or recreated with another topic
+// id (metasync.ErrSourceTopicRecreated). A partition already FAILED that way is left alone.
+func (mr *Runtime) failSourceTopics(st metasync.SyncStats) {
 	for _, e := range st.Errors {
-		var se *SyncError
+		var se *metasync.SyncError
 		if !errors.As(e, &se) || se.Topic == "" ||
-			!(errors.Is(se.Err, ErrSourceTopicMissing) || errors.Is(se.Err, ErrSourceTopicRecreated)) {
+			!(errors.Is(se.Err, metasync.ErrSourceTopicMissing) || errors.Is(se.Err, metasync.ErrSourceTopicRecreated)) {
 			continue
 		}
 		reason := fmt.Sprintf("source topic %q: %v", se.Topic, se.Err)
-		if errors.Is(se.Err, ErrSourceTopicMissing) {
+		if errors.Is(se.Err, metasync.ErrSourceTopicMissing) {
 			reason = fmt.Sprintf("source topic %q was deleted: %v", se.Topic, se.Err)
 		}
-		for _, r := range mr.m.reconcilersOf(mr) {
+		for _, r := range mr.e.partitionsOf(mr) {
 			if r.topic != se.Topic || r.pubRetry.Load() == -1 {
 				continue
 			}
@@ -55,8 +69,8 @@ func (mr *mirrorRuntime) failSourceTopics(st SyncStats) {
 // partition is not failed non-retryably already, stopping or stopped; nil otherwise. It
 // runs before every desired-state step, so the partition fails before PREPARING touches
 // its log.
-func (r *reconciler) tieredStorageCheck() statemachine.Event {
-	ts, found := r.m.ctrl.Topic(r.topic)
+func (r *Partition) tieredStorageCheck() statemachine.Event {
+	ts, found := r.e.ctrl.Topic(r.topic)
 	if !found || ts.Mirror != r.mirror || ts.Desired == statemachine.DesiredStopped || r.nonRetryable {
 		return nil
 	}
@@ -64,7 +78,7 @@ func (r *reconciler) tieredStorageCheck() statemachine.Event {
 	case statemachine.Stopping, statemachine.Stopped:
 		return nil
 	}
-	spec, ok := r.m.dest.Topic(r.topic)
+	spec, ok := r.e.dest.Topic(r.topic)
 	if !ok || spec.Configs[KeyRemoteStorageEnable] != "true" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"context"
@@ -53,9 +53,9 @@ func peerRetry(ctx context.Context) backoff.BackOffContext {
 	return backoff.WithContext(b, ctx)
 }
 
-// retryTransient runs op until it succeeds, fails permanently, or the backoff gives up;
+// RetryTransient runs op until it succeeds, fails permanently, or the backoff gives up;
 // a transient error that outlived the budget is returned wrapped in ErrPeerUnreachable.
-func retryTransient[T any](ctx context.Context, bo backoff.BackOffContext, op func() (T, error)) (T, error) {
+func RetryTransient[T any](ctx context.Context, bo backoff.BackOffContext, op func() (T, error)) (T, error) {
 	var last error
 	v, err := backoff.RetryWithData(func() (T, error) {
 		v, err := op()

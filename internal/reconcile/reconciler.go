@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -30,9 +31,9 @@ var ErrMirrorLoop = errors.New("mirror: mirror loop")
 // writes it fenced with (LeaderEpoch, StateEpoch) and, only once the write is durable,
 // carries out the state's actions in Phase order (the lanes of a phase in parallel),
 // then feeds their completion back as the next event.
-type reconciler struct {
-	m         *Mirror
-	mr        *mirrorRuntime
+type Partition struct {
+	e         *Engine
+	mr        *Runtime
 	mirror    string
 	topic     string
 	topicID   records.UUID
@@ -40,7 +41,7 @@ type reconciler struct {
 	log       fetcher.Log // set by run before the first step (openLog); nil until then
 	logReady  atomic.Bool // log is set: readers on other goroutines may use it
 
-	prev     *reconciler // the previous owner of the partition, stopping; waited for
+	prev     *Partition // the previous owner of the partition, stopping; waited for
 	ctx      context.Context
 	cancelFn context.CancelFunc
 	done     chan struct{}
@@ -81,10 +82,10 @@ type reconciler struct {
 	failCause     error              // typed cause of the last FAILED write (nil after a restart)
 }
 
-// newReconciler makes the reconciler of one partition; run opens its log.
-func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, partition int32) *reconciler {
-	ctx, cancel := context.WithCancel(m.ctx)
-	r := &reconciler{m: m, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition,
+// newPartition makes the reconciler of one partition; run opens its log.
+func newPartition(e *Engine, mr *Runtime, topic string, id records.UUID, partition int32) *Partition {
+	ctx, cancel := context.WithCancel(e.ctx)
+	r := &Partition{e: e, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition,
 		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
 	r.pubState.Store(int32(statemachine.Unknown))
 	r.pubPrev.Store(int32(statemachine.Unknown))
@@ -95,7 +96,7 @@ func newReconciler(m *Mirror, mr *mirrorRuntime, topic string, id records.UUID, 
 }
 
 // kick wakes the goroutine to re-evaluate the desired state.
-func (r *reconciler) kick() {
+func (r *Partition) kick() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -103,15 +104,15 @@ func (r *reconciler) kick() {
 }
 
 // push queues an event for the goroutine; it never blocks.
-func (r *reconciler) push(ev statemachine.Event) {
+func (r *Partition) push(ev statemachine.Event) {
 	r.mu.Lock()
 	r.pending = append(r.pending, ev)
 	r.mu.Unlock()
 	r.kick()
 }
 
-// invalidate makes the next step re-read the actual state (someone else wrote it).
-func (r *reconciler) invalidate() {
+// Invalidate makes the next step re-read the actual state (someone else wrote it).
+func (r *Partition) Invalidate() {
 	r.mu.Lock()
 	r.stale = true
 	r.mu.Unlock()
@@ -119,16 +120,19 @@ func (r *reconciler) invalidate() {
 }
 
 // cancel stops the goroutine without waiting.
-func (r *reconciler) cancel() { r.cancelFn() }
+func (r *Partition) cancel() { r.cancelFn() }
 
 // stop stops the goroutine and waits for it.
-func (r *reconciler) stop() {
+func (r *Partition) stop() {
 	r.cancelFn()
 	<-r.done
 }
 
-// current returns the last published state and failure reason.
-func (r *reconciler) current() (statemachine.State, string) {
+// Mirror is the name of the mirror the reconciler belongs to.
+func (r *Partition) Mirror() string { return r.mirror }
+
+// Current returns the last published state and failure reason.
+func (r *Partition) Current() (statemachine.State, string) {
 	s := statemachine.State(r.pubState.Load()) // first: publish stores the reason before the state
 	var reason string
 	if p := r.pubReason.Load(); p != nil {
@@ -137,27 +141,20 @@ func (r *reconciler) current() (statemachine.State, string) {
 	return s, reason
 }
 
-// offsets returns the source high watermark of the last fetch (-1 when not mirroring)
+// Offsets returns the source high watermark of the last fetch (-1 when not mirroring)
 // and the destination log end offset (-1 while the log is not open).
-func (r *reconciler) offsets() (int64, int64) {
+func (r *Partition) Offsets() (int64, int64) {
 	if !r.logReady.Load() {
 		return r.srcHW.Load(), -1
 	}
 	return r.srcHW.Load(), r.log.LogEndOffset()
 }
 
-func (r *reconciler) onDivergence(truncatedTo int64) {
-	if !r.uleEnabled() {
-		return
-	}
-	r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
-}
-
-func (r *reconciler) onEpochFencing(batchEpoch, localEpoch int32) {
+func (r *Partition) onEpochFencing(batchEpoch, localEpoch int32) {
 	r.push(statemachine.EpochExceeded{BatchEpoch: batchEpoch, LocalEpoch: localEpoch})
 }
 
-func (r *reconciler) onFetchFailed(err error) {
+func (r *Partition) onFetchFailed(err error) {
 	if errors.Is(err, fetcher.ErrEpochFencing) || errors.Is(err, fetcher.ErrDiverged) {
 		return // reported by OnEpochFencing / OnDivergence
 	}
@@ -165,8 +162,8 @@ func (r *reconciler) onFetchFailed(err error) {
 }
 
 // run is the partition's goroutine.
-func (r *reconciler) run() {
-	defer r.m.wg.Done()
+func (r *Partition) run() {
+	defer r.e.wg.Done()
 	defer close(r.done)
 	defer r.observeGone()
 	defer func() {
@@ -202,7 +199,7 @@ func (r *reconciler) run() {
 }
 
 // schedule arms the retry timer after d.
-func (r *reconciler) schedule(d time.Duration) {
+func (r *Partition) schedule(d time.Duration) {
 	if r.retryAt == nil {
 		r.retryAt = time.NewTimer(d)
 	} else {
@@ -214,7 +211,7 @@ func (r *reconciler) schedule(d time.Duration) {
 
 // transientRetry schedules a retry after a coordinator problem, with exponential
 // backoff from 10 ms to 1 s.
-func (r *reconciler) transientRetry() {
+func (r *Partition) transientRetry() {
 	if r.retryBO == 0 {
 		r.retryBO = 10 * time.Millisecond
 	} else {
@@ -223,7 +220,7 @@ func (r *reconciler) transientRetry() {
 	r.schedule(r.retryBO)
 }
 
-func (r *reconciler) pop() statemachine.Event {
+func (r *Partition) pop() statemachine.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.pending) == 0 {
@@ -234,13 +231,13 @@ func (r *reconciler) pop() statemachine.Event {
 	return ev
 }
 
-func (r *reconciler) pushFront(ev statemachine.Event) {
+func (r *Partition) pushFront(ev statemachine.Event) {
 	r.mu.Lock()
 	r.pending = append([]statemachine.Event{ev}, r.pending...)
 	r.mu.Unlock()
 }
 
-func (r *reconciler) takeStale() bool {
+func (r *Partition) takeStale() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stale
@@ -259,7 +256,7 @@ const (
 )
 
 // step runs transitions until there is nothing left to do.
-func (r *reconciler) step() {
+func (r *Partition) step() {
 	fenceRetried := false
 	for r.ctx.Err() == nil {
 		if !r.known || r.takeStale() {
@@ -293,7 +290,7 @@ func (r *reconciler) step() {
 			case writeFenced:
 				r.known = false
 				if fenceRetried {
-					r.m.log.Warn("mirror: partition state write fenced twice; another owner holds it",
+					r.e.log.Warn("mirror: partition state write fenced twice; another owner holds it",
 						"mirror", r.mirror, "topic", r.topic, "partition", r.partition)
 					return
 				}
@@ -330,7 +327,7 @@ func (r *reconciler) step() {
 // decide returns the next state and its actions. reassert is true when the state does
 // not change and only its actions are re-run (after gaining leadership); ok is false when
 // there is nothing to do.
-func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts []statemachine.Action, reassert, ok bool) {
+func (r *Partition) decide(ev statemachine.Event) (to statemachine.State, acts []statemachine.Action, reassert, ok bool) {
 	if ex, stale := ev.(statemachine.EpochExceeded); stale && ex.BatchEpoch <= r.log.LeaderEpoch() {
 		// From an earlier fetcher incarnation: the leader epoch is already above it.
 		return r.state, nil, false, false
@@ -338,13 +335,13 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 	if ev != nil {
 		to, acts, err := statemachine.Transition(r.state, ev)
 		if err != nil {
-			r.m.log.Debug("mirror: event ignored", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
+			r.e.log.Debug("mirror: event ignored", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
 				"state", r.state, "event", ev.String(), "err", err)
 			return r.state, nil, false, false
 		}
 		return to, acts, false, true
 	}
-	ts, found := r.m.ctrl.Topic(r.topic)
+	ts, found := r.e.ctrl.Topic(r.topic)
 	if !found || ts.Mirror != r.mirror || ts.TopicID != r.topicID {
 		return r.state, nil, false, false
 	}
@@ -355,7 +352,7 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 	}
 	to, acts, err := statemachine.Next(ts.Desired, r.state, latest, mode)
 	if err != nil {
-		r.m.log.Error("mirror: no transition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+		r.e.log.Error("mirror: no transition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
 		return r.state, nil, false, false
 	}
 	if to != r.state {
@@ -382,7 +379,7 @@ func (r *reconciler) decide(ev statemachine.Event) (to statemachine.State, acts 
 // read loads the actual state from the coordinator, raising the highest-seen leader
 // epoch to the log's leader epoch. It returns false when the step must stop (a retry is
 // scheduled when the coordinator was unavailable).
-func (r *reconciler) read() bool {
+func (r *Partition) read() bool {
 	for attempt := 0; ; attempt++ {
 		res, err := r.mr.batch.read(r.ctx, coordinator.ReadPartition{TopicID: r.topicID, Partition: r.partition, LeaderEpoch: r.leaderEpoch()})
 		if err != nil {
@@ -405,8 +402,8 @@ func (r *reconciler) read() bool {
 			return true
 		case admin.CodeCoordinatorLoadInProgress:
 			if attempt == 0 {
-				p := r.m.coord.PartitionFor(r.mirror, r.topicID, r.partition)
-				if err := r.m.coord.WaitLoaded(r.ctx, p); err == nil {
+				p := r.e.coord.PartitionFor(r.mirror, r.topicID, r.partition)
+				if err := r.e.coord.WaitLoaded(r.ctx, p); err == nil {
 					continue
 				}
 			}
@@ -418,7 +415,7 @@ func (r *reconciler) read() bool {
 
 // write stores state to, fenced with the log's leader epoch and the last read state
 // epoch. ev is the event that caused the move (its reason is stored for FAILED).
-func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOutcome {
+func (r *Partition) write(to statemachine.State, ev statemachine.Event) writeOutcome {
 	wp := coordinator.WritePartition{TopicID: r.topicID, Partition: r.partition, State: to,
 		LeaderEpoch: r.leaderEpoch(), StateEpoch: r.stateEpoch, LastMirrorEpoch: epoch.UndefinedEpoch, LastMirrorOffset: -1}
 	reason := ""
@@ -439,7 +436,7 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 	switch res.ErrorCode {
 	case admin.CodeNone:
 	case admin.CodeFencedLeaderEpoch, admin.CodeFencedStateEpoch, admin.CodeInvalidClusterMirrorStates:
-		r.m.log.Info("mirror: partition state write refused; re-reading", "mirror", r.mirror, "topic", r.topic,
+		r.e.log.Info("mirror: partition state write refused; re-reading", "mirror", r.mirror, "topic", r.topic,
 			"partition", r.partition, "to", to, "code", res.ErrorCode.String())
 		return writeFenced
 	default:
@@ -460,20 +457,18 @@ func (r *reconciler) write(to statemachine.State, ev statemachine.Event) writeOu
 	}
 	if from != to {
 		r.observeTransition(from, to)
-		if r.m.opts.events != nil {
-			r.m.opts.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
-		}
+		r.e.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
 		if to == statemachine.Failed {
-			r.m.log.Warn("mirror: partition FAILED", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "reason", reason)
+			r.e.log.Warn("mirror: partition FAILED", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "reason", reason)
 		} else {
-			r.m.log.Debug("mirror: partition state", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "from", from, "to", to)
+			r.e.log.Debug("mirror: partition state", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "from", from, "to", to)
 		}
 	}
 	return writeOK
 }
 
 // publish makes the state visible to readers and wakes waiters.
-func (r *reconciler) publish(s statemachine.State, reason string) {
+func (r *Partition) publish(s statemachine.State, reason string) {
 	ra := int32(r.attempts)
 	if r.nonRetryable {
 		ra = int32(records.NonRetryable)
@@ -483,7 +478,7 @@ func (r *reconciler) publish(s statemachine.State, reason string) {
 	r.pubReason.Store(&reason) // before the state: a reader that sees s sees its reason
 	r.pubState.Store(int32(s))
 	r.observeState(s)
-	r.m.notifyChange()
+	r.e.notifyChange()
 }
 
 // act carries out the actions of entering state to and returns the event that reports
@@ -491,7 +486,7 @@ func (r *reconciler) publish(s statemachine.State, reason string) {
 // earlier run of the same STOPPING may have done some of its steps: the state was already
 // STOPPING (a restart or a leader change) or the stop failed and is retried from FAILED.
 // A resumed STOPPING skips the steps its earlier run finished (readStopProgress).
-func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resume bool) statemachine.Event {
+func (r *Partition) act(to statemachine.State, acts []statemachine.Action, resume bool) statemachine.Event {
 	r.stopProg = stopProgress{}
 	if to == statemachine.Stopping && resume {
 		p, err := r.readStopProgress()
@@ -516,7 +511,7 @@ func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resu
 		}
 		if err != nil {
 			if to == statemachine.Failed {
-				r.m.log.Warn("mirror: cleanup of a FAILED partition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+				r.e.log.Warn("mirror: cleanup of a FAILED partition", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
 				continue
 			}
 			return statemachine.Error{Reason: fmt.Sprintf("%s: %v", to, err), Cause: r.storageCause(to.String(), err)}
@@ -538,7 +533,7 @@ func (r *reconciler) act(to statemachine.State, acts []statemachine.Action, resu
 }
 
 // lane runs the actions of one lane in order.
-func (r *reconciler) lane(acts []statemachine.Action) error {
+func (r *Partition) lane(acts []statemachine.Action) error {
 	for _, a := range acts {
 		if err := r.do(a); err != nil {
 			return err
@@ -548,19 +543,14 @@ func (r *reconciler) lane(acts []statemachine.Action) error {
 }
 
 // do carries out one action.
-func (r *reconciler) do(a statemachine.Action) error {
+func (r *Partition) do(a statemachine.Action) error {
 	switch a := a.(type) {
 	case statemachine.StartFetcher:
 		return r.startFetcher()
 	case statemachine.StopFetcher:
 		r.srcHW.Store(-1)
 		defer r.fetcherStopped() // again once Remove returned: no late progress event
-		if f := r.mr.currentFetcher(r.topic, r.partition); f != nil {
-			if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
-				return err
-			}
-		}
-		return nil
+		return r.removeFromFetchers(nil)
 	case statemachine.FindLMEAndTruncate:
 		return r.findLMEAndTruncate()
 	case statemachine.Truncate:
@@ -596,9 +586,9 @@ func (r *reconciler) do(a statemachine.Action) error {
 	case statemachine.AppendPIDReset:
 		return r.appendPIDReset()
 	case statemachine.ClearReadOnly:
-		return r.m.dest.SetReadOnly(r.topic, r.partition, false)
+		return r.e.dest.SetReadOnly(r.topic, r.partition, false)
 	case statemachine.SetReadOnly:
-		return r.m.dest.SetReadOnly(r.topic, r.partition, true)
+		return r.e.dest.SetReadOnly(r.topic, r.partition, true)
 	case statemachine.WaitReplicas:
 		return r.waitReplicas(a)
 	case statemachine.Fail:
@@ -609,8 +599,8 @@ func (r *reconciler) do(a statemachine.Action) error {
 
 // waitReplicas waits for the destination's replicas (ReplicaWaiter), all of them when
 // the action asks or the mirror supports unclean leader election.
-func (r *reconciler) waitReplicas(a statemachine.WaitReplicas) error {
-	rw, ok := r.m.dest.(ReplicaWaiter)
+func (r *Partition) waitReplicas(a statemachine.WaitReplicas) error {
+	rw, ok := r.e.dest.(dest.ReplicaWaiter)
 	if !ok {
 		return nil // a single replica converges with the leader log itself
 	}
@@ -625,9 +615,15 @@ func (r *reconciler) waitReplicas(a statemachine.WaitReplicas) error {
 	return nil
 }
 
-func (r *reconciler) startFetcher() error {
-	f, err := r.mr.fetcher(r.topic, r.partition)
+// startFetcher adds the partition to its fetch loop: one that stops it after a
+// divergence truncation when unclean leader election is supported for its topic
+// (uleEnabled, decided now), one that truncates and goes on otherwise.
+func (r *Partition) startFetcher() error {
+	f, err := r.mr.fetcher(r.topic, r.partition, r.uleEnabled())
 	if err != nil {
+		return err
+	}
+	if err := r.removeFromFetchers(f); err != nil { // the setting changed since the last start
 		return err
 	}
 	spec := fetcher.PartitionSpec{Topic: r.topic, TopicID: r.topicID, Partition: r.partition, Log: r.log}
@@ -640,9 +636,22 @@ func (r *reconciler) startFetcher() error {
 	return err
 }
 
+// removeFromFetchers removes the partition from every fetch loop of the mirror but keep.
+func (r *Partition) removeFromFetchers(keep *fetcher.Fetcher) error {
+	for _, f := range r.mr.currentFetchers(r.topic, r.partition) {
+		if f == keep {
+			continue
+		}
+		if err := f.Remove(r.topic, r.partition); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
+			return err
+		}
+	}
+	return nil
+}
+
 // persistLME stores the latest epoch of the log as the partition's LME, with the log end
 // offset, without changing the state (spec §8.1 step 2).
-func (r *reconciler) persistLME() error {
+func (r *Partition) persistLME() error {
 	lme := r.log.LatestEpoch()
 	if lme == epoch.UndefinedEpoch {
 		return nil // empty log: nothing was mirrored
@@ -663,24 +672,24 @@ func (r *reconciler) persistLME() error {
 // findLMEAndTruncate is PREPARING's work (spec §6.3): find the last mirrored epoch of
 // this partition on the source cluster, refuse a mirror loop, and truncate the local log
 // after the end of that epoch (everything when the LME is unknown).
-func (r *reconciler) findLMEAndTruncate() error {
+func (r *Partition) findLMEAndTruncate() error {
 	lme, err := r.lookupLME()
 	if err != nil {
 		return err
 	}
 	start, end := r.log.LogStartOffset(), r.log.LogEndOffset()
 	off, full := epoch.LMETruncationOffset(r.log.Epochs(), start, end, lme)
-	r.m.log.Info("mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
+	r.e.log.Info("mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
 		"lme", lme, "offset", off, "full", full, "logEnd", end)
 	switch {
 	case full && (end > start || r.log.LatestEpoch() != epoch.UndefinedEpoch):
 		if end > start {
 			srcStart, err := r.mr.sourceLogStart(r.ctx, r.topic, r.partition)
 			if err != nil {
-				r.m.log.Warn("mirror: cannot read the source log start", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+				r.e.log.Warn("mirror: cannot read the source log start", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
 				srcStart = -1
 			}
-			r.m.logFullTruncation("mirror: PREPARING truncates the destination log fully", r.mirror, r.topic, newFullTruncation(r.partition, start, end, srcStart))
+			r.e.logFullTruncation("mirror: PREPARING truncates the destination log fully", r.mirror, r.topic, newFullTruncation(r.partition, start, end, srcStart))
 		}
 		if err := r.log.TruncateFullyAndStartAt(off); err != nil {
 			return err
@@ -693,8 +702,8 @@ func (r *reconciler) findLMEAndTruncate() error {
 	return r.raiseEpochToSource()
 }
 
-// lookupLME asks the Peer for the LME of this partition (mirrorRuntime.lookupLME),
+// lookupLME asks the Peer for the LME of this partition (Runtime.lookupLME),
 // retrying transient failures.
-func (r *reconciler) lookupLME() (int32, error) {
+func (r *Partition) lookupLME() (int32, error) {
 	return r.mr.lookupLME(r.ctx, r.topic, r.partition, peerRetry(r.ctx))
 }

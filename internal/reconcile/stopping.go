@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ type stopProgress struct {
 
 // readStopProgress computes the stopProgress of the current log against the stored LME
 // (r.lme, r.lmo, as last read or written).
-func (r *reconciler) readStopProgress() (stopProgress, error) {
+func (r *Partition) readStopProgress() (stopProgress, error) {
 	end := r.log.LogEndOffset()
 	if r.lme < 0 || r.lmo < 0 || r.lmo > end || r.log.LeaderEpoch() <= r.lme {
 		return stopProgress{}, nil
@@ -67,10 +67,10 @@ func (r *reconciler) readStopProgress() (stopProgress, error) {
 
 // abortOpenTransactions is step 4 of spec §8.1: an ABORT marker for every transaction
 // left open by the source, at the bumped leader epoch.
-func (r *reconciler) abortOpenTransactions() error {
-	aborted, err := fetcher.AbortOpenTransactions(r.log, r.m.opts.clock().UnixMilli())
+func (r *Partition) abortOpenTransactions() error {
+	aborted, err := fetcher.AbortOpenTransactions(r.log, r.e.clock().UnixMilli())
 	for _, t := range aborted {
-		r.m.log.Info("mirror: open transaction aborted at stop", "mirror", r.mirror, "topic", r.topic,
+		r.e.log.Info("mirror: open transaction aborted at stop", "mirror", r.mirror, "topic", r.topic,
 			"partition", r.partition, "producerId", t.ProducerID, "producerEpoch", t.ProducerEpoch, "firstOffset", t.FirstOffset)
 	}
 	if err != nil {
@@ -83,12 +83,12 @@ func (r *reconciler) abortOpenTransactions() error {
 }
 
 // appendPIDReset is step 5 of spec §8.1: the MIRROR_PID_RESET barrier, once.
-func (r *reconciler) appendPIDReset() error {
+func (r *Partition) appendPIDReset() error {
 	if r.stopProg.barrier {
 		return nil
 	}
 	batch := records.BuildControlBatch(records.ControlBatchSpec{Type: records.ControlMirrorPIDReset,
-		Timestamp: r.m.opts.clock().UnixMilli()})
+		Timestamp: r.e.clock().UnixMilli()})
 	if _, err := r.log.AppendAsLeader(batch); err != nil {
 		return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
 	}

@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -15,7 +16,7 @@ import (
 // disables tiered storage, restores or restarts the topic).
 func nonRetryable(cause error) bool {
 	return errors.Is(cause, ErrMirrorLoop) || errors.Is(cause, ErrTieredStorage) ||
-		errors.Is(cause, ErrSourceTopicMissing) || errors.Is(cause, ErrSourceTopicRecreated)
+		errors.Is(cause, metasync.ErrSourceTopicMissing) || errors.Is(cause, metasync.ErrSourceTopicRecreated)
 }
 
 // retryGate is the FAILED-retry backoff of one mirror, shared by all its partitions, so
@@ -74,17 +75,17 @@ func (g *retryGate) healthy() {
 
 // failureFinal reports whether a FAILED partition stays FAILED until an operator acts:
 // its failure is non-retryable, the automatic retry is off, or its attempts ran out.
-func (r *reconciler) failureFinal() bool {
+func (r *Partition) FailureFinal() bool {
 	ra := r.pubRetry.Load()
-	rc := r.m.opts.retry
+	rc := r.e.cfg.Retry
 	return ra == int32(records.NonRetryable) || rc.MaxAttempts == 0 || int(ra) >= rc.MaxAttempts
 }
 
 // maybeScheduleFailedRetry arms the automatic retry of a FAILED partition: after the
 // mirror's shared backoff (retryGate), unless the failure is non-retryable or the
 // attempts ran out.
-func (r *reconciler) maybeScheduleFailedRetry() {
-	rc := r.m.opts.retry
+func (r *Partition) maybeScheduleFailedRetry() {
+	rc := r.e.cfg.Retry
 	if r.retryC != nil || r.nonRetryable || rc.MaxAttempts == 0 || r.attempts >= rc.MaxAttempts {
 		return
 	}
@@ -108,7 +109,7 @@ func retryEvent(prev statemachine.State) statemachine.Event {
 // retryAttemptFor is the RetryAttempt stored with a write of state to: -1 for a
 // non-retryable failure, 0 once MIRRORING again, else the retries so far. It updates
 // the retry bookkeeping of the run goroutine.
-func (r *reconciler) retryAttemptFor(to statemachine.State, cause error) int16 {
+func (r *Partition) retryAttemptFor(to statemachine.State, cause error) int16 {
 	switch {
 	case to == statemachine.Failed && cause != nil:
 		r.nonRetryable = nonRetryable(cause)
@@ -123,7 +124,7 @@ func (r *reconciler) retryAttemptFor(to statemachine.State, cause error) int16 {
 
 // applyRecover runs on the run goroutine when ev is the Retry of RecoverMirrorTopics:
 // the attempts start again from zero and a non-retryable failure becomes retryable.
-func (r *reconciler) applyRecover(ev statemachine.Event) {
+func (r *Partition) applyRecover(ev statemachine.Event) {
 	switch ev.(type) {
 	case statemachine.Retry, statemachine.RetryMirroring:
 		if r.recoverReq.Swap(false) {
@@ -134,7 +135,7 @@ func (r *reconciler) applyRecover(ev statemachine.Event) {
 
 // recover asks the run goroutine to restart the partition if it is FAILED (a no-op in
 // any other state), resetting its retry attempts.
-func (r *reconciler) recover() {
+func (r *Partition) recover() {
 	r.recoverReq.Store(true)
 	r.pubRetry.Store(0) // no longer final for waiters; the run goroutine publishes the rest
 	r.push(retryEvent(statemachine.State(r.pubPrev.Load())))
@@ -142,7 +143,7 @@ func (r *reconciler) recover() {
 
 // onHealthy is called by the fetcher events on a successful fetch: the partition's
 // retries are over, and the mirror's shared backoff starts again from Initial.
-func (r *reconciler) onHealthy() {
+func (r *Partition) onHealthy() {
 	if r.pubRetry.Load() != 0 && r.healthyReq.CompareAndSwap(false, true) {
 		r.mr.gate.healthy()
 		r.kick()
@@ -151,7 +152,7 @@ func (r *reconciler) onHealthy() {
 
 // resetRetries stores RetryAttempt 0 for a MIRRORING partition that fetched again
 // after retries (re-asserting MIRRORING). It runs on the run goroutine.
-func (r *reconciler) resetRetries() {
+func (r *Partition) resetRetries() {
 	if !r.healthyReq.Swap(false) || r.state != statemachine.Mirroring || r.attempts == 0 {
 		return
 	}

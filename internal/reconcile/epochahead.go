@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const (
 // mirrored batch's epoch or the source leader's) is above local − threshold. It returns
 // whether it bumped. The Log serializes it with the fetcher's appends, and a bump only
 // ever raises the epoch.
-func (r *reconciler) keepEpochAhead(seen int32) (bool, error) {
+func (r *Partition) keepEpochAhead(seen int32) (bool, error) {
 	local := r.log.LeaderEpoch()
 	if seen < 0 || seen <= local-leaderEpochBumpThreshold {
 		return false, nil
@@ -34,19 +34,19 @@ func (r *reconciler) keepEpochAhead(seen int32) (bool, error) {
 		return false, fmt.Errorf("bump leader epoch ahead of epoch %d: %w", seen, err)
 	}
 	r.observeBump(EpochBumpAhead, local, e)
-	r.m.log.Debug("mirror: leader epoch bumped ahead of the source", "mirror", r.mirror, "topic", r.topic,
+	r.e.log.Debug("mirror: leader epoch bumped ahead of the source", "mirror", r.mirror, "topic", r.topic,
 		"partition", r.partition, "seen", seen, "from", local, "to", e)
 	return true, nil
 }
 
 // raiseEpochToSource is the end of PREPARING: the local leader epoch is raised above the
 // source leader's before the first fetch, so a fresh start never meets EPOCH_FENCING.
-func (r *reconciler) raiseEpochToSource() error {
-	src, _, err := r.mr.sources()
+func (r *Partition) raiseEpochToSource() error {
+	src, _, err := r.mr.Sources()
 	if err != nil {
 		return err
 	}
-	info, err := retryTransient(r.ctx, peerRetry(r.ctx), func() (fetcher.PartitionInfo, error) {
+	info, err := RetryTransient(r.ctx, peerRetry(r.ctx), func() (fetcher.PartitionInfo, error) {
 		return src.PartitionInfo(r.ctx, r.topic, r.partition, true)
 	})
 	if err != nil {
@@ -58,7 +58,7 @@ func (r *reconciler) raiseEpochToSource() error {
 
 // onAppended is the proactive bump (§7.3 rule 2), run on the fetcher's event goroutine
 // after a response was appended.
-func (r *reconciler) onAppended() {
+func (r *Partition) onAppended() {
 	if _, err := r.keepEpochAhead(r.log.LatestEpoch()); err != nil {
 		r.push(statemachine.Error{Reason: err.Error(), Cause: r.storageCause("bump the leader epoch", err)})
 	}
@@ -66,13 +66,13 @@ func (r *reconciler) onAppended() {
 
 // keepEpochsAhead is the periodic bump (§7.5): for every MIRRORING partition of the
 // mirror, the source leader epoch from (cached) source metadata.
-func (mr *mirrorRuntime) keepEpochsAhead(ctx context.Context) {
-	src, _, err := mr.sources()
+func (mr *Runtime) keepEpochsAhead(ctx context.Context) {
+	src, _, err := mr.Sources()
 	if err != nil {
 		return
 	}
-	for _, r := range mr.m.reconcilersOf(mr) {
-		if s, _ := r.current(); s != statemachine.Mirroring || !r.logReady.Load() {
+	for _, r := range mr.e.partitionsOf(mr) {
+		if s, _ := r.Current(); s != statemachine.Mirroring || !r.logReady.Load() {
 			continue
 		}
 		info, err := src.PartitionInfo(ctx, r.topic, r.partition, false)

@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"context"
@@ -10,14 +10,15 @@ import (
 
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
 // newFullTruncation fills the lost range of a full truncation of [start, end). An
 // unknown source log start (-1) counts the whole range as lost: the report never
 // understates a loss.
-func newFullTruncation(p int32, start, end, srcStart int64) FullTruncation {
-	ft := FullTruncation{Partition: p, LogStart: start, LogEnd: end, SourceLogStart: srcStart, LostFrom: start, LostTo: start}
+func newFullTruncation(p int32, start, end, srcStart int64) controller.FullTruncation {
+	ft := controller.FullTruncation{Partition: p, LogStart: start, LogEnd: end, SourceLogStart: srcStart, LostFrom: start, LostTo: start}
 	switch {
 	case srcStart < 0:
 		ft.LostTo = end
@@ -30,14 +31,14 @@ func newFullTruncation(p int32, start, end, srcStart int64) FullTruncation {
 // sourceLogStart asks the mirror's source for the log start offset of one partition,
 // retrying transient failures (a retriable error code, a refused connection) for a few
 // seconds.
-func (mr *mirrorRuntime) sourceLogStart(ctx context.Context, topic string, partition int32) (int64, error) {
-	src, _, err := mr.sources()
+func (mr *Runtime) sourceLogStart(ctx context.Context, topic string, partition int32) (int64, error) {
+	src, _, err := mr.Sources()
 	if err != nil {
 		return -1, err
 	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, 5*time.Second
-	return retryTransient(ctx, backoff.WithContext(b, ctx), func() (int64, error) {
+	return RetryTransient(ctx, backoff.WithContext(b, ctx), func() (int64, error) {
 		res, err := src.ListOffsets(ctx, []fetcher.OffsetQuery{{Topic: topic, Partition: partition, CurrentLeaderEpoch: -1, Timestamp: fetcher.EarliestTimestamp}})
 		if err != nil {
 			return -1, err
@@ -56,17 +57,17 @@ func (mr *mirrorRuntime) sourceLogStart(ctx context.Context, topic string, parti
 // destination log l of one partition, or false when it keeps some of the log (an LME is
 // known) or the log is empty. The LME is looked up once, without retries: a failed
 // lookup returns its error (PREPARING retries it, and logs what it truncates).
-func (mr *mirrorRuntime) predictFullTruncation(ctx context.Context, topic string, partition int32, l fetcher.Log) (FullTruncation, bool, error) {
+func (mr *Runtime) predictFullTruncation(ctx context.Context, topic string, partition int32, l fetcher.Log) (controller.FullTruncation, bool, error) {
 	start, end := l.LogStartOffset(), l.LogEndOffset()
 	if end <= start {
-		return FullTruncation{}, false, nil
+		return controller.FullTruncation{}, false, nil
 	}
 	lme, err := mr.lookupLME(ctx, topic, partition, backoff.WithContext(&backoff.StopBackOff{}, ctx))
 	if err != nil {
-		return FullTruncation{}, false, err
+		return controller.FullTruncation{}, false, err
 	}
 	if _, full := epoch.LMETruncationOffset(l.Epochs(), start, end, lme); !full {
-		return FullTruncation{}, false, nil
+		return controller.FullTruncation{}, false, nil
 	}
 	srcStart, err := mr.sourceLogStart(ctx, topic, partition)
 	if err != nil {
@@ -75,92 +76,76 @@ func (mr *mirrorRuntime) predictFullTruncation(ctx context.Context, topic string
 	return newFullTruncation(partition, start, end, srcStart), true, nil
 }
 
-// reportFullTruncations is StartMirrorTopics' warning, before the desired state
+// ReportFullTruncations is StartMirrorTopics' warning, before the desired state
 // changes: for every partition of topic with data, what PREPARING will truncate fully
 // and what of it the source no longer has. Problems asking are logged, not fatal (the
 // partition's PREPARING logs the truncation it does).
-func (m *Mirror) reportFullTruncations(ctx context.Context, mr *mirrorRuntime, topic string) []FullTruncation {
-	spec, ok := m.dest.Topic(topic)
+func (mr *Runtime) ReportFullTruncations(ctx context.Context, topic string) []controller.FullTruncation {
+	spec, ok := mr.e.dest.Topic(topic)
 	if !ok {
 		return nil
 	}
-	var out []FullTruncation
+	var out []controller.FullTruncation
 	for p := int32(0); p < spec.Partitions; p++ {
-		l, err := m.dest.Log(topic, p)
+		l, err := mr.e.dest.Log(topic, p)
 		if err != nil {
 			continue // the reconciler fails the partition with the cause; nothing is truncated
 		}
 		ft, full, err := mr.predictFullTruncation(ctx, topic, p, l)
 		if err != nil {
-			m.log.Warn("mirror: cannot tell what the start will truncate", "mirror", mr.name, "topic", topic, "partition", p, "err", err)
+			mr.e.log.Warn("mirror: cannot tell what the start will truncate", "mirror", mr.name, "topic", topic, "partition", p, "err", err)
 		}
 		if !full {
 			continue
 		}
 		out = append(out, ft)
-		m.logFullTruncation("mirror: start will truncate the destination log fully", mr.name, topic, ft)
+		mr.e.logFullTruncation("mirror: start will truncate the destination log fully", mr.name, topic, ft)
 	}
 	return out
 }
 
 // logFullTruncation logs a full truncation: a warning naming the offsets lost for good
 // when there are any.
-func (m *Mirror) logFullTruncation(msg, mirror, topic string, ft FullTruncation) {
+func (e *Engine) logFullTruncation(msg, mirror, topic string, ft controller.FullTruncation) {
 	attrs := []any{"mirror", mirror, "topic", topic, "partition", ft.Partition, "logStart", ft.LogStart, "logEnd", ft.LogEnd,
 		"sourceLogStart", ft.SourceLogStart, "lostFrom", ft.LostFrom, "lostTo", ft.LostTo, "lost", ft.Lost()}
 	if ft.Lost() > 0 {
-		m.log.Warn(msg+"; the source no longer has some of these offsets: they are discarded for good", attrs...)
+		e.log.Warn(msg+"; the source no longer has some of these offsets: they are discarded for good", attrs...)
 		return
 	}
-	m.log.Info(msg, attrs...)
+	e.log.Info(msg, attrs...)
 }
 
-// lookupLME asks the Peer for the LME of one partition in the mirrors of the source
-// cluster that mirror from this cluster, retrying transient failures with bo. -1 when
-// there is none or no Peer.
-func (mr *mirrorRuntime) lookupLME(ctx context.Context, topic string, partition int32, bo backoff.BackOffContext) (int32, error) {
+// lookupLME asks the other cluster for the LME of one partition, in its mirrors that
+// mirror from this cluster, retrying transient failures with bo: -1 when there is none
+// or no peer. A mirror there that still mirrors the partition (neither STOPPED nor
+// UNKNOWN) is a mirror loop (ErrMirrorLoop).
+func (mr *Runtime) lookupLME(ctx context.Context, topic string, partition int32, bo backoff.BackOffContext) (int32, error) {
 	peer, err := mr.getPeer()
 	if err != nil || peer == nil {
 		return epoch.UndefinedEpoch, err
 	}
-	local := mr.m.ClusterID()
-	ls, err := retryTransient(ctx, bo, func() ([]MirrorListing, error) {
-		return peer.ListClusterMirrors(ctx, ListFilter{SourceClusterIDs: []string{local}})
-	})
+	local := mr.e.dest.ClusterID()
+	names, err := RetryTransient(ctx, bo, func() ([]string, error) { return peer.MirrorsFrom(ctx, local) })
 	if err != nil {
 		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
-	}
-	var names []string
-	for _, l := range ls {
-		names = append(names, l.Name)
 	}
 	lme := epoch.UndefinedEpoch
 	if len(names) == 0 {
 		return lme, nil
 	}
-	ds, err := retryTransient(ctx, bo, func() ([]MirrorDescription, error) {
-		return peer.DescribeClusterMirrors(ctx, names, DescribeOptions{
-			TopicPartitions: map[string][]int32{topic: {partition}}, IncludeStates: true, ClusterID: local})
+	ps, err := RetryTransient(ctx, bo, func() ([]PeerPartition, error) {
+		return peer.PartitionStates(ctx, names, topic, partition, local)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
 	}
-	for _, d := range ds {
-		for _, t := range d.Topics {
-			if t.Topic != topic {
-				continue
-			}
-			for _, p := range t.Partitions {
-				if p.Partition != partition {
-					continue
-				}
-				if p.State != statemachine.Stopped && p.State != statemachine.Unknown {
-					return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
-						ErrMirrorLoop, d.Name, topic, partition, p.State)
-				}
-				lme = max(lme, p.LastMirrorEpoch)
-			}
+	for _, p := range ps {
+		if p.State != statemachine.Stopped && p.State != statemachine.Unknown {
+			return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
+				ErrMirrorLoop, p.Mirror, topic, partition, p.State)
 		}
+		lme = max(lme, p.LastMirrorEpoch)
 	}
 	return lme, nil
 }

@@ -1,4 +1,4 @@
-package mirror
+package reconcile
 
 import (
 	"errors"
@@ -69,7 +69,7 @@ func isStorageError(err error) bool {
 
 // storageCause returns the cause to store with a FAILED state: err itself, wrapped in
 // a *StorageError when it is a disk failure not yet typed as one.
-func (r *reconciler) storageCause(op string, err error) error {
+func (r *Partition) storageCause(op string, err error) error {
 	if err == nil || errors.Is(err, ErrStorage) || !isStorageError(err) {
 		return err
 	}
@@ -81,12 +81,12 @@ func (r *reconciler) storageCause(op string, err error) error {
 // and a StateChange reports it at once, and the open is retried on the schedule of
 // DefaultStorageRetry. It returns false when the reconciler stops first (or the
 // destination is closed).
-func (r *reconciler) openLog() bool {
+func (r *Partition) openLog() bool {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = DefaultStorageRetry.Initial, DefaultStorageRetry.Max, 0
 	failed := false
 	for {
-		l, err := r.m.dest.Log(r.topic, r.partition)
+		l, err := r.e.dest.Log(r.topic, r.partition)
 		if err == nil {
 			r.log = l
 			r.logReady.Store(true)
@@ -97,7 +97,7 @@ func (r *reconciler) openLog() bool {
 		}
 		if !failed {
 			failed = r.failWithoutLog(&StorageError{Topic: r.topic, Partition: r.partition, Op: "open the log", Err: err})
-			r.m.log.Error("mirror: destination log unavailable", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+			r.e.log.Error("mirror: destination log unavailable", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
 		}
 		t := time.NewTimer(b.NextBackOff())
 		select {
@@ -111,7 +111,7 @@ func (r *reconciler) openLog() bool {
 
 // failWithoutLog writes FAILED with cause while the partition has no log (the leader
 // epoch is not given, so it is not checked). It reports whether the write was done.
-func (r *reconciler) failWithoutLog(cause error) bool {
+func (r *Partition) failWithoutLog(cause error) bool {
 	if !r.known && !r.read() {
 		return false
 	}
@@ -125,7 +125,7 @@ func (r *reconciler) failWithoutLog(cause error) bool {
 }
 
 // leaderEpoch is the log's leader epoch, -1 (not checked) while the log is not open.
-func (r *reconciler) leaderEpoch() int32 {
+func (r *Partition) leaderEpoch() int32 {
 	if r.log == nil {
 		return -1
 	}
@@ -137,15 +137,15 @@ func (r *reconciler) leaderEpoch() int32 {
 // every state but STOPPED (whose re-run ClearReadOnly clears it) and UNKNOWN (no state
 // yet). A crash between a state write and the flag write, or a flag changed behind the
 // Mirror's back, is repaired here before the state's actions run.
-func (r *reconciler) reassertReadOnly() error {
+func (r *Partition) reassertReadOnly() error {
 	switch r.state {
 	case statemachine.Unknown, statemachine.Stopped:
 		return nil
 	}
-	if r.m.dest.ReadOnly(r.topic, r.partition) && r.log.ReadOnly() {
+	if r.e.dest.ReadOnly(r.topic, r.partition) && r.log.ReadOnly() {
 		return nil
 	}
-	r.m.log.Warn("mirror: read-only flag disagreed with the state; set again", "mirror", r.mirror, "topic", r.topic,
+	r.e.log.Warn("mirror: read-only flag disagreed with the state; set again", "mirror", r.mirror, "topic", r.topic,
 		"partition", r.partition, "state", r.state)
-	return r.m.dest.SetReadOnly(r.topic, r.partition, true)
+	return r.e.dest.SetReadOnly(r.topic, r.partition, true)
 }

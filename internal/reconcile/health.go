@@ -1,0 +1,188 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/statemachine"
+)
+
+// partitionHealth is what the fetcher told a reconciler about its source, published
+// for DescribeClusterMirrors and Metrics. The atomics are written on the fetcher's
+// event goroutine and read anywhere; stoppingSince is owned by the run goroutine.
+type partitionHealth struct {
+	lastFetch atomic.Int64 // Unix nanoseconds of the last processed fetch response; 0 = none
+	lastTs    atomic.Int64 // largest batch MaxTimestamp (Unix ms) this owner mirrored; -1 = none
+	problem   atomic.Pointer[sourceProblem]
+
+	stoppingSince time.Time // when this owner wrote STOPPING; zero otherwise
+}
+
+// sourceProblem is the source failing for a partition: since the first failure after
+// the last processed response, with the latest error.
+type sourceProblem struct {
+	since time.Time
+	err   error
+}
+
+func (h *partitionHealth) init() { h.lastTs.Store(-1) }
+
+// timeLag is the age of the oldest source record not yet mirrored: 0 when lag is 0,
+// now − the newest mirrored batch's MaxTimestamp otherwise, -1 when unknown.
+func (h *partitionHealth) timeLag(lag int64, now time.Time) time.Duration {
+	switch {
+	case lag < 0:
+		return -1
+	case lag == 0:
+		return 0
+	}
+	ts := h.lastTs.Load()
+	if ts < 0 {
+		return -1
+	}
+	return max(0, now.Sub(time.UnixMilli(ts)))
+}
+
+// ref names the reconciler's partition for Metrics.
+func (r *Partition) ref() PartitionRef {
+	return PartitionRef{Mirror: r.mirror, Topic: r.topic, Partition: r.partition}
+}
+
+func (r *Partition) metrics() Metrics { return r.e.metrics }
+
+// observeProgress records a processed fetch response (fetcher goroutine).
+func (r *Partition) observeProgress(p fetcher.Progress) {
+	now := r.e.clock()
+	h := &r.health
+	h.lastFetch.Store(now.UnixNano())
+	h.problem.Store(nil)
+	for ts := h.lastTs.Load(); p.MaxTimestamp > ts; ts = h.lastTs.Load() {
+		if h.lastTs.CompareAndSwap(ts, p.MaxTimestamp) {
+			break
+		}
+	}
+	mt := r.metrics()
+	if p.Bytes > 0 || p.Records > 0 {
+		mt.Mirrored(r.ref(), p.Bytes, p.Records)
+	}
+	var upTo time.Time
+	if ts := h.lastTs.Load(); ts >= 0 {
+		upTo = time.UnixMilli(ts)
+	}
+	mt.Lag(r.ref(), p.Lag, upTo)
+}
+
+// observeSourceError records a failed, retried fetch attempt (fetcher goroutine).
+func (r *Partition) observeSourceError(err error) {
+	since := r.e.clock()
+	old := r.health.problem.Load()
+	if old != nil {
+		since = old.since
+	}
+	r.health.problem.Store(&sourceProblem{since: since, err: err})
+	if old == nil {
+		r.e.notifyChange() // wakes waiters on the partition's health (tests, CLI)
+	}
+}
+
+// fetcherStopped forgets the source's state when the partition leaves the fetcher.
+func (r *Partition) fetcherStopped() {
+	r.srcHW.Store(-1)
+	r.health.problem.Store(nil)
+	r.metrics().Lag(r.ref(), -1, time.Time{})
+}
+
+// observeState reports a published state.
+func (r *Partition) observeState(s statemachine.State) { r.metrics().PartitionState(r.ref(), s) }
+
+// observeGone reports that the reconciler stopped.
+func (r *Partition) observeGone() { r.metrics().PartitionGone(r.ref()) }
+
+// observeTransition reports a durable state change and times STOPPING (run goroutine).
+func (r *Partition) observeTransition(from, to statemachine.State) {
+	r.metrics().StateTransition(r.ref(), from, to)
+	switch {
+	case to == statemachine.Stopping:
+		r.health.stoppingSince = r.e.clock()
+	case to == statemachine.Stopped && from == statemachine.Stopping && !r.health.stoppingSince.IsZero():
+		r.metrics().StoppingDuration(r.ref(), r.e.clock().Sub(r.health.stoppingSince))
+		r.health.stoppingSince = time.Time{}
+	default:
+		r.health.stoppingSince = time.Time{}
+	}
+}
+
+// observeBump reports a raised destination leader epoch.
+func (r *Partition) observeBump(cause EpochBumpCause, from, to int32) {
+	if to > from {
+		r.metrics().LeaderEpochBump(r.ref(), cause, from, to)
+	}
+}
+
+// Health returns the lag and source health of the partition at now; lag is its offset
+// lag (-1 unknown). The source problem is reported only while the partition is
+// MIRRORING and the source has failed for at least Config.UnreachableAfter.
+func (r *Partition) Health(lag int64, now time.Time) Health {
+	h := Health{TimeLag: r.health.timeLag(lag, now)}
+	if ns := r.health.lastFetch.Load(); ns > 0 {
+		h.LastFetch = time.Unix(0, ns)
+	}
+	p := r.health.problem.Load()
+	if p == nil {
+		return h
+	}
+	if st, _ := r.Current(); st != statemachine.Mirroring || now.Sub(p.since) < r.e.cfg.UnreachableAfter {
+		return h
+	}
+	h.SourceErrorCode = sourceErrorCode(p.err)
+	h.SourceErrorMessage = p.err.Error()
+	h.SourceUnreachableSince = p.since
+	return h
+}
+
+// sourceErrorCode is the Kafka error code of a fetch failure: the source's own
+// partition error code, the code of a Kafka or admin error, REQUEST_TIMED_OUT for a
+// timeout, UNKNOWN_TOPIC_OR_PARTITION and LEADER_NOT_AVAILABLE for missing metadata,
+// NETWORK_EXCEPTION for anything else (the connection failed).
+func sourceErrorCode(err error) admin.Code {
+	var se *fetcher.SourceError
+	var ke *kerr.Error
+	var ae *admin.Error
+	var ne net.Error
+	switch {
+	case errors.As(err, &se):
+		return admin.Code(se.Code)
+	case errors.As(err, &ke):
+		return admin.Code(ke.Code)
+	case errors.As(err, &ae):
+		return ae.Code
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return admin.CodeRequestTimedOut
+	case errors.Is(err, fetcher.ErrUnknownPartition):
+		return admin.CodeUnknownTopicOrPartition
+	case errors.Is(err, fetcher.ErrNoLeader):
+		return admin.CodeLeaderNotAvailable
+	}
+	return admin.CodeNetworkException
+}
+
+// OnFetch implements fetcher.FetchObserver.
+func (e fetchEvents) OnFetch(r fetcher.FetchRound) {
+	e.mr.e.metrics.Fetch(e.mr.name, r.Leader, r.Latency, r.Err, r.ErrorCodes)
+}
+
+// OnPartitionError implements fetcher.FetchObserver.
+func (e fetchEvents) OnPartitionError(tp fetcher.TopicPartition, err error) {
+	if r := e.reconciler(tp); r != nil {
+		r.observeSourceError(err)
+	}
+}
+
+var _ fetcher.FetchObserver = fetchEvents{}
