@@ -3,7 +3,6 @@ package mirror
 import (
 	"context"
 	"io"
-	"time"
 
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/reconcile"
@@ -63,7 +62,7 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 		Peers: m.peerView,
 		NewSyncer: func(name string, sa metasync.SourceAdmin) (*metasync.Syncer, error) {
 			return NewSyncer(SyncConfig{Mirror: name, Controller: m.ctrl, Source: sa,
-				Destination: m.dest, Logger: m.log, Interval: time.Hour, Mirroring: m.partitionMirroring(name)})
+				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name)})
 		},
 		Metrics: m.opts.ops.metrics,
 		Events:  events,

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -153,7 +152,7 @@ func TestShareGroupOffsetClamp(t *testing.T) {
 	require.NoError(t, d.CreateTopic(ctx, kmirror.TopicSpec{Name: topic, TopicID: records.UUID(info.ID), Partitions: 2}))
 	fillMemoryLog(t, d, topic, 0, 0, 30)
 	fillMemoryLog(t, d, topic, 1, 20, 30)
-	syncer, err := kmirror.NewSyncer(kmirror.SyncConfig{Mirror: "clamp", Controller: ctl, Source: sa, Destination: d, Interval: time.Hour})
+	syncer, err := kmirror.NewSyncer(kmirror.SyncConfig{Mirror: "clamp", Controller: ctl, Source: sa, Destination: d})
 	require.NoError(t, err)
 	st, err := syncer.SyncOnce(ctx)
 	require.NoError(t, err)

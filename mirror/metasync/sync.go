@@ -86,8 +86,6 @@ type SyncConfig struct {
 	// Destination is the local cluster (required). Group offsets are synced only when it
 	// implements GroupOffsets.
 	Destination dest.Destination
-	// Interval is the period of Run; default DefaultSyncInterval.
-	Interval time.Duration
 	// Logger receives per-topic and per-group events; default: discard.
 	Logger *slog.Logger
 	// Mirroring optionally reports whether a partition is actually MIRRORING; the
@@ -111,9 +109,6 @@ func (cfg SyncConfig) Validate() error {
 	if cfg.Destination == nil {
 		problems = append(problems, "Destination is required")
 	}
-	if cfg.Interval < 0 {
-		problems = append(problems, "Interval must not be negative")
-	}
 	if len(problems) > 0 {
 		return fmt.Errorf("mirror: sync config: %s", strings.Join(problems, "; "))
 	}
@@ -122,19 +117,17 @@ func (cfg SyncConfig) Validate() error {
 
 // withDefaults returns cfg with every unset field at its default.
 func (cfg SyncConfig) withDefaults() SyncConfig {
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultSyncInterval
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return cfg
 }
 
-// Syncer runs the periodic source synchronisation of one mirror (spec §17): discovery of
-// new source topics, creation and partition growth of destination topics, topic config
-// sync and consumer-group offset sync. SyncOnce runs one cycle; Run repeats it. Cycles
-// are serialized; a Syncer is safe for concurrent use.
+// Syncer runs the source synchronisation of one mirror (spec §17): discovery of new
+// source topics, creation and partition growth of destination topics, topic config sync
+// and consumer-group offset sync. SyncOnce runs one cycle; the Mirror's engine
+// (internal/reconcile) schedules them, so there is one sync loop. Cycles are serialized;
+// a Syncer is safe for concurrent use.
 type Syncer struct {
 	cfg SyncConfig
 	mu  sync.Mutex // serializes cycles
@@ -146,28 +139,6 @@ func NewSyncer(cfg SyncConfig) (*Syncer, error) {
 		return nil, err
 	}
 	return &Syncer{cfg: cfg.withDefaults()}, nil
-}
-
-// Run calls SyncOnce now and then every Interval until ctx is done; it returns ctx's
-// error. Cycle failures are logged, not returned.
-func (s *Syncer) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	return s.RunTicks(ctx, t.C)
-}
-
-// RunTicks is Run driven by the caller's ticks (tests and hosts with their own clock).
-func (s *Syncer) RunTicks(ctx context.Context, ticks <-chan time.Time) error {
-	for {
-		if _, err := s.SyncOnce(ctx); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("mirror sync cycle failed", "mirror", s.cfg.Mirror, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticks:
-		}
-	}
 }
 
 // cycle is the state of one SyncOnce.
