@@ -19,9 +19,9 @@
 //     Config.ManualCoordinatorOwnership and calls Coordinator().Load/Unload as it gains and
 //     loses ownership.
 //   - per mirror, a source and its fetch loops (created lazily by the SourceFactory; by
-//     default a fetcher.KafkaSource and a KafkaSourceAdmin), a Syncer for the periodic
-//     metadata sync (discovery, topic creation with the source's topic id, partition
-//     growth, config sync, group-offset sync), and a Peer to look up the last mirror epoch
+//     default a fetcher.KafkaSource and a metasync.KafkaSourceAdmin), a metasync.Syncer
+//     for the periodic metadata sync (discovery, topic creation with the source's topic
+//     id, partition growth, config sync, group-offset sync), and a Peer to look up the last mirror epoch
 //     on the other cluster during PREPARING (by default an admin client to the source; a
 //     *Mirror is itself a Peer for in-process sites).
 //   - one reconciler per mirror partition: read the actual state through the coordinator
@@ -40,11 +40,12 @@
 // The pieces a Mirror composes live in their own packages, which never import this one:
 // mirror/dest (the Destination contract), mirror/localdest (LocalDestination),
 // mirror/controller (Controller, the controller logs, MirrorConfig), mirror/metasync
-// (Syncer, SourceAdmin) and internal/reconcile (the per-mirror runtimes and the
-// reconcilers, given an explicit reconcile.Deps; ErrStorage, ErrMirrorLoop and Metrics
-// are its names). This package re-exports their public names as type aliases and
-// thin wrappers, so mirror.LocalDestination, mirror.ParseMirrorConfig or
-// mirror.KafkaSourceAdmin keep working.
+// (Syncer, SourceAdmin, the source admin clients) and internal/reconcile (the per-mirror
+// runtimes and the reconcilers, given an explicit reconcile.Deps; ErrStorage,
+// ErrMirrorLoop and Metrics are its names). This package re-exports the names a host
+// needs to build and run a Mirror (mirror.LocalDestination, mirror.ParseMirrorConfig,
+// the config keys, SourceAdmin); the metadata sync's own types are used from
+// mirror/metasync.
 //
 // # Concurrency
 //

@@ -61,7 +61,7 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 		},
 		Peers: m.peerView,
 		NewSyncer: func(name string, sa metasync.SourceAdmin) (*metasync.Syncer, error) {
-			return NewSyncer(SyncConfig{Mirror: name, Controller: m.ctrl, Source: sa,
+			return metasync.NewSyncer(metasync.SyncConfig{Mirror: name, Controller: m.ctrl, Source: sa,
 				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name)})
 		},
 		Metrics: m.opts.ops.metrics,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -32,7 +33,7 @@ func Example_failoverAndFailback() {
 				ls.Add(t.Name, t.TopicID, p, l)
 			}
 		}
-		return ls, mirror.NewLocalSourceAdmin(d, nil), nil
+		return ls, metasync.NewLocalSourceAdmin(d, nil), nil
 	}
 	// The other Mirror is the Peer that PREPARING asks for the LME.
 	peers := func(_ string, cfg mirror.MirrorConfig) (mirror.Peer, error) { return sites[site(cfg)], nil }

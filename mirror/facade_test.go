@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -71,7 +72,7 @@ func (w *world) newSite(t testing.TB, id string, opts ...Option) *site {
 				return nil, nil, err
 			}
 			return &siteSource{s: other, ls: fetcher.NewLocalSource(fetcher.ReadUncommitted), added: map[TopicPartition]bool{}},
-				NewLocalSourceAdmin(other.dest, nil), nil
+				metasync.NewLocalSourceAdmin(other.dest, nil), nil
 		}),
 		WithPeerFactory(func(name string, cfg MirrorConfig) (Peer, error) {
 			other, err := w.site(cfg.BootstrapServers[0])
@@ -446,7 +447,7 @@ func TestManualCoordinatorOwnership(t *testing.T) {
 		Coordinator: coordinator.Config{NumPartitions: 3, AppendLinger: -1}},
 		WithSourceFactory(func(string, MirrorConfig) (fetcher.Source, SourceAdmin, error) {
 			return &siteSource{s: a, ls: fetcher.NewLocalSource(fetcher.ReadUncommitted), added: map[TopicPartition]bool{}},
-				NewLocalSourceAdmin(a.dest, nil), nil
+				metasync.NewLocalSourceAdmin(a.dest, nil), nil
 		}),
 		WithPeerFactory(func(string, MirrorConfig) (Peer, error) { return nil, nil }))
 	require.NoError(t, err)
@@ -488,7 +489,7 @@ func TestRestartReasserts(t *testing.T) {
 			Coordinator: coordinator.Config{NumPartitions: 3, AppendLinger: -1}},
 			WithSourceFactory(func(string, MirrorConfig) (fetcher.Source, SourceAdmin, error) {
 				return &siteSource{s: a, ls: fetcher.NewLocalSource(fetcher.ReadUncommitted), added: map[TopicPartition]bool{}},
-					NewLocalSourceAdmin(a.dest, nil), nil
+					metasync.NewLocalSourceAdmin(a.dest, nil), nil
 			}),
 			WithPeerFactory(func(string, MirrorConfig) (Peer, error) { return nil, nil }),
 			WithFailedRetry(RetryConfig{})) // the baseline: FAILED stays FAILED

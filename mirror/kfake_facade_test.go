@@ -20,7 +20,7 @@ import (
 )
 
 // TestKafkaSourceEndToEnd mirrors a kfake cluster into a memory and a file destination
-// with the default source and peer factories (KafkaSource, KafkaSourceAdmin, and an
+// with the default source and peer factories (KafkaSource, metasync.KafkaSourceAdmin, and an
 // admin-RPC peer that kgo never lets reach kfake, which does not advertise the mirror
 // APIs: LME -1). It checks byte equality against raw Fetch responses of kfake, pause and
 // resume, stop (writable, LME, MIRROR_PID_RESET) and delete.

@@ -10,6 +10,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/kafkaclient"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -29,7 +30,7 @@ func ConnectionKgoOptions(c Connection, cfg MirrorConfig) ([]kgo.Opt, error) {
 }
 
 // DefaultSourceFactory builds a fetcher.KafkaSource (read_uncommitted, fetch tuning from
-// the mirror configs) and a KafkaSourceAdmin for the source cluster of cfg's properties
+// the mirror configs) and a metasync.KafkaSourceAdmin for the source cluster of cfg's properties
 // (LoadConnection). It is SourceFactoryFor(nil).
 func DefaultSourceFactory(name string, cfg MirrorConfig) (fetcher.Source, SourceAdmin, error) {
 	return SourceFactoryFor(nil)(name, cfg)
@@ -55,19 +56,19 @@ func SourceFactoryFor(conns ConnectionFunc) SourceFactory {
 		if err != nil {
 			return nil, nil, err
 		}
-		sa, err := NewKafkaSourceAdminConn(c, cfg)
+		sa, err := metasync.NewKafkaSourceAdminConn(c, cfg)
 		if err != nil {
 			_ = src.Close()
 			return nil, nil, err
 		}
 		// Share groups (Kafka 4.x) through kmsg, over the same connection.
-		shares, err := NewKafkaShareSource(append(opts[:len(opts):len(opts)], kgo.ClientID("kmirror-"+name+"-shares"))...)
+		shares, err := metasync.NewKafkaShareSource(append(opts[:len(opts):len(opts)], kgo.ClientID("kmirror-"+name+"-shares"))...)
 		if err != nil {
 			_ = src.Close()
 			_ = sa.Close()
 			return nil, nil, err
 		}
-		return src, &KafkaSourceAdminWithShares{KafkaSourceAdmin: sa, Shares: shares}, nil
+		return src, &metasync.KafkaSourceAdminWithShares{KafkaSourceAdmin: sa, Shares: shares}, nil
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -85,7 +86,7 @@ func cutSourceFactory(cut *cutDialer) SourceFactory {
 		if err != nil {
 			return nil, nil, err
 		}
-		sa, err := NewKafkaSourceAdmin(cfg)
+		sa, err := metasync.NewKafkaSourceAdmin(cfg)
 		if err != nil {
 			_ = src.Close()
 			return nil, nil, err
@@ -237,7 +238,7 @@ func TestRetryAttemptSurvivesRestart(t *testing.T) {
 			Coordinator: coordinator.Config{NumPartitions: 3, AppendLinger: -1}},
 			WithSourceFactory(func(string, MirrorConfig) (fetcher.Source, SourceAdmin, error) {
 				return &siteSource{s: a, ls: fetcher.NewLocalSource(fetcher.ReadUncommitted), added: map[TopicPartition]bool{}},
-					NewLocalSourceAdmin(a.dest, nil), nil
+					metasync.NewLocalSourceAdmin(a.dest, nil), nil
 			}),
 			WithPeerFactory(func(string, MirrorConfig) (Peer, error) { return nil, nil }),
 			WithFailedRetry(RetryConfig{Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 3}))

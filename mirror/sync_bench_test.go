@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkSyncOnceSteadyState(b *testing.B) {
 	require.NoError(b, err)
 	require.NoError(b, ctl.CreateMirror(ctx, "m", map[string]string{KeyBootstrapServers: "a:1", KeyTopicsInclude: "t.*"}))
 	dst := NewMemoryDestination("b", fetcher.MemoryLogOptions{})
-	s, err := NewSyncer(SyncConfig{Mirror: "m", Controller: ctl, Source: NewLocalSourceAdmin(site, func() []string { return groups }), Destination: dst})
+	s, err := metasync.NewSyncer(metasync.SyncConfig{Mirror: "m", Controller: ctl, Source: metasync.NewLocalSourceAdmin(site, func() []string { return groups }), Destination: dst})
 	require.NoError(b, err)
 	st, err := s.SyncOnce(ctx)
 	require.NoError(b, err)

@@ -4,7 +4,7 @@ import "github.com/kmirror/kmirror/statemachine"
 
 // partitionMirroring reports whether this instance's reconciler of topic/partition is
 // of mirror name and actually MIRRORING: the share-group sync of the mirror syncs only
-// such partitions (SyncConfig.Mirroring).
+// such partitions (metasync.SyncConfig.Mirroring).
 func (m *Mirror) partitionMirroring(name string) func(topic string, partition int32) bool {
 	return func(topic string, partition int32) bool {
 		r := m.reconcilerOf(topic, partition)

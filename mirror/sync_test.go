@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -19,9 +20,9 @@ import (
 // __consumer_offsets).
 type syncWithInternal struct{ SourceAdmin }
 
-func (s syncWithInternal) ListTopics(ctx context.Context) ([]SourceTopic, error) {
+func (s syncWithInternal) ListTopics(ctx context.Context) ([]metasync.SourceTopic, error) {
 	ts, err := s.SourceAdmin.ListTopics(ctx)
-	return append(ts, SourceTopic{Name: "__consumer_offsets", TopicID: records.UUID{9, 9}, Partitions: 50, Internal: true}), err
+	return append(ts, metasync.SourceTopic{Name: "__consumer_offsets", TopicID: records.UUID{9, 9}, Partitions: 50, Internal: true}), err
 }
 
 func syncSaramaConfig() *sarama.Config {
@@ -67,7 +68,7 @@ func syncFillLog(t *testing.T, d Destination, topic string, p int32, n int) {
 func syncErrTopics(errs []error, target error) []string {
 	var out []string
 	for _, e := range errs {
-		var se *SyncError
+		var se *metasync.SyncError
 		if errors.As(e, &se) && errors.Is(e, target) {
 			out = append(out, se.Topic)
 		}
@@ -85,7 +86,7 @@ func TestSyncOnKfake(t *testing.T) {
 	idOf := func(topic string) records.UUID { return records.UUID(kc.TopicInfo(topic).TopicID) }
 	mc, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: kc.ListenAddrs()[0]})
 	require.NoError(t, err)
-	src, err := NewKafkaSourceAdmin(mc)
+	src, err := metasync.NewKafkaSourceAdmin(mc)
 	require.NoError(t, err)
 	defer src.Close()
 	cid, err := src.ClusterID(ctx)
@@ -98,7 +99,7 @@ func TestSyncOnKfake(t *testing.T) {
 		KeyGroupsExclude: "ignored", KeyTopicPropertiesExcl: "segment.*,min.insync.replicas",
 	}))
 	dest := NewMemoryDestination("dst", fetcher.MemoryLogOptions{})
-	s, err := NewSyncer(SyncConfig{Mirror: "m", Controller: ctl, Source: syncWithInternal{src}, Destination: dest})
+	s, err := metasync.NewSyncer(metasync.SyncConfig{Mirror: "m", Controller: ctl, Source: syncWithInternal{src}, Destination: dest})
 	require.NoError(t, err)
 
 	// Cycle 1: discovery and creation with the source ids, partition counts and configs.
@@ -166,7 +167,7 @@ func TestSyncOnKfake(t *testing.T) {
 	// Cycle 2.
 	st, err = s.SyncOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []string{"payments"}, syncErrTopics(st.Errors, ErrSourceTopicRecreated), "errors: %v", st.Errors)
+	require.Equal(t, []string{"payments"}, syncErrTopics(st.Errors, metasync.ErrSourceTopicRecreated), "errors: %v", st.Errors)
 	require.Len(t, st.Errors, 1)
 	require.Equal(t, 0, st.TopicsDiscovered)
 	require.Equal(t, 0, st.TopicsCreated)
@@ -188,7 +189,7 @@ func TestSyncOnKfake(t *testing.T) {
 	syncCommitSource(t, kc.ListenAddrs(), "g", map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 3})
 	st, err = s.SyncOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, SyncStats{GroupsSkipped: 1, Errors: st.Errors}, st)
+	require.Equal(t, metasync.SyncStats{GroupsSkipped: 1, Errors: st.Errors}, st)
 	require.Len(t, st.Errors, 1)
 	require.Equal(t, int64(10), dest.CommittedOffsets("g")[TopicPartition{Topic: "orders", Partition: 0}])
 }
@@ -207,16 +208,16 @@ func TestSyncLocalSource(t *testing.T) {
 	srcDest := NewMemoryDestination("site-a", fetcher.MemoryLogOptions{})
 	require.NoError(t, srcDest.CreateTopic(ctx, TopicSpec{Name: "orders", TopicID: id(1), Partitions: 2, Configs: map[string]string{"retention.ms": "5", "mirror.support.unclean.leader.election": "true"}}))
 	require.NoError(t, srcDest.CommitOffsets("g", map[TopicPartition]int64{{Topic: "orders", Partition: 0}: 3}))
-	src := NewLocalSourceAdmin(srcDest, func() []string { return []string{"g"} })
+	src := metasync.NewLocalSourceAdmin(srcDest, func() []string { return []string{"g"} })
 	cid, err := src.ClusterID(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "site-a", cid)
 	ts, err := src.ListTopics(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []SourceTopic{{Name: "orders", TopicID: id(1), Partitions: 2}}, ts)
+	require.Equal(t, []metasync.SourceTopic{{Name: "orders", TopicID: id(1), Partitions: 2}}, ts)
 	cfgs, err := src.TopicConfigs(ctx, []string{"orders", "nope"})
 	require.Error(t, err)
-	var te *SourceTopicError
+	var te *metasync.SourceTopicError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, "nope", te.Topic)
 	require.Equal(t, map[string]map[string]string{"orders": {"retention.ms": "5", "mirror.support.unclean.leader.election": "true"}}, cfgs)
@@ -224,7 +225,7 @@ func TestSyncLocalSource(t *testing.T) {
 	ctl, _ := testController(t)
 	require.NoError(t, ctl.CreateMirror(ctx, "back", map[string]string{KeyBootstrapServers: "site-a:9092", KeyTopicsInclude: "ord.*"}))
 	dst := NewMemoryDestination("site-b", fetcher.MemoryLogOptions{})
-	syncer, err := NewSyncer(SyncConfig{Mirror: "back", Controller: ctl, Source: src, Destination: dst})
+	syncer, err := metasync.NewSyncer(metasync.SyncConfig{Mirror: "back", Controller: ctl, Source: src, Destination: dst})
 	require.NoError(t, err)
 	st, err := syncer.SyncOnce(ctx)
 	require.NoError(t, err)
@@ -242,20 +243,20 @@ func TestSyncLocalSource(t *testing.T) {
 
 	other := NewMemoryDestination("site-c", fetcher.MemoryLogOptions{})
 	require.NoError(t, other.CreateTopic(ctx, TopicSpec{Name: "orders", TopicID: id(7), Partitions: 1}))
-	s2, err := NewSyncer(SyncConfig{Mirror: "back", Controller: ctl, Source: src, Destination: other})
+	s2, err := metasync.NewSyncer(metasync.SyncConfig{Mirror: "back", Controller: ctl, Source: src, Destination: other})
 	require.NoError(t, err)
 	st, err = s2.SyncOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []string{"orders"}, syncErrTopics(st.Errors, ErrDestinationTopicMismatch))
+	require.Equal(t, []string{"orders"}, syncErrTopics(st.Errors, metasync.ErrDestinationTopicMismatch))
 	require.Equal(t, 0, st.OffsetsSynced, "no offsets into a mismatched topic")
 
 	// Source topic deleted: reported, not propagated.
-	empty := NewLocalSourceAdmin(NewMemoryDestination("x", fetcher.MemoryLogOptions{}), nil)
-	s3, err := NewSyncer(SyncConfig{Mirror: "back", Controller: ctl, Source: empty, Destination: dst})
+	empty := metasync.NewLocalSourceAdmin(NewMemoryDestination("x", fetcher.MemoryLogOptions{}), nil)
+	s3, err := metasync.NewSyncer(metasync.SyncConfig{Mirror: "back", Controller: ctl, Source: empty, Destination: dst})
 	require.NoError(t, err)
 	st, err = s3.SyncOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []string{"orders"}, syncErrTopics(st.Errors, ErrSourceTopicMissing))
+	require.Equal(t, []string{"orders"}, syncErrTopics(st.Errors, metasync.ErrSourceTopicMissing))
 	_, ok := dst.Topic("orders")
 	require.True(t, ok)
 	groups, err := empty.ListGroups(ctx)
@@ -264,16 +265,16 @@ func TestSyncLocalSource(t *testing.T) {
 }
 
 func TestSyncConfigAndErrors(t *testing.T) {
-	var cfg SyncConfig
+	var cfg metasync.SyncConfig
 	err := cfg.Validate()
 	require.ErrorContains(t, err, "Mirror is required")
 	require.ErrorContains(t, err, "Destination is required")
 	ctl, _ := testController(t)
 	dst := NewMemoryDestination("d", fetcher.MemoryLogOptions{})
-	cfg = SyncConfig{Mirror: "m", Controller: ctl, Source: NewLocalSourceAdmin(dst, nil), Destination: dst}
+	cfg = metasync.SyncConfig{Mirror: "m", Controller: ctl, Source: metasync.NewLocalSourceAdmin(dst, nil), Destination: dst}
 	require.NoError(t, cfg.Validate())
 	require.Nil(t, cfg.Logger, "Validate never changes the config")
-	s, err := NewSyncer(cfg)
+	s, err := metasync.NewSyncer(cfg)
 	require.NoError(t, err)
 	_, err = s.SyncOnce(context.Background())
 	require.Error(t, err, "unknown mirror")
@@ -288,7 +289,7 @@ func TestClampGroupOffset(t *testing.T) {
 		{0, 0, 0, 0},
 		{7, 7, 7, 7},
 	} {
-		require.Equal(t, tc.want, ClampGroupOffset(tc.committed, tc.start, tc.end), "%+v", tc)
+		require.Equal(t, tc.want, metasync.ClampGroupOffset(tc.committed, tc.start, tc.end), "%+v", tc)
 	}
 }
 
@@ -326,11 +327,11 @@ func TestSyncSourceFailures(t *testing.T) {
 	site := NewMemoryDestination("a", fetcher.MemoryLogOptions{})
 	require.NoError(t, site.CreateTopic(ctx, TopicSpec{Name: "t", TopicID: id(1), Partitions: 1, Configs: map[string]string{"cleanup.policy": "compact"}}))
 	require.NoError(t, site.CommitOffsets("g", map[TopicPartition]int64{{Topic: "t", Partition: 0}: 1}))
-	src := &syncFlaky{SourceAdmin: NewLocalSourceAdmin(site, func() []string { return []string{"g"} }), failConfigs: true, failGroups: true}
+	src := &syncFlaky{SourceAdmin: metasync.NewLocalSourceAdmin(site, func() []string { return []string{"g"} }), failConfigs: true, failGroups: true}
 	ctl, _ := testController(t)
 	require.NoError(t, ctl.CreateMirror(ctx, "m", map[string]string{KeyBootstrapServers: "a:1", KeyTopicsInclude: "t"}))
 	dst := NewMemoryDestination("b", fetcher.MemoryLogOptions{})
-	s, err := NewSyncer(SyncConfig{Mirror: "m", Controller: ctl, Source: src, Destination: dst})
+	s, err := metasync.NewSyncer(metasync.SyncConfig{Mirror: "m", Controller: ctl, Source: src, Destination: dst})
 	require.NoError(t, err)
 
 	st, err := s.SyncOnce(ctx)
@@ -349,7 +350,7 @@ func TestSyncSourceFailures(t *testing.T) {
 	got, _ := dst.Topic("t")
 	require.Equal(t, map[string]string{"cleanup.policy": "compact"}, got.Configs, "configs applied at creation")
 	require.Len(t, st.Errors, 1, "listing groups failed")
-	var se *SyncError
+	var se *metasync.SyncError
 	require.ErrorAs(t, st.Errors[0], &se)
 	require.Equal(t, "group", se.Op)
 	require.Contains(t, se.Error(), "group *")
@@ -375,9 +376,9 @@ func TestSyncSourceFailures(t *testing.T) {
 
 func ExampleClampGroupOffset() {
 	// The source group committed 25, but the destination has mirrored offsets [0, 10).
-	fmt.Println(ClampGroupOffset(25, 0, 10))
+	fmt.Println(metasync.ClampGroupOffset(25, 0, 10))
 	// The source group is at 2, but the destination log starts at 5.
-	fmt.Println(ClampGroupOffset(2, 5, 10))
+	fmt.Println(metasync.ClampGroupOffset(2, 5, 10))
 	// Output:
 	// 10
 	// 5

@@ -12,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/reconcile"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -99,8 +100,15 @@ func (c Config) Validate() error {
 // SourceFactory builds, for mirror name with configuration cfg, the fetch Source and the
 // SourceAdmin of its source cluster. The Mirror closes both (when they implement
 // io.Closer / Close) when the mirror is deleted or the Mirror closed. The default builds
-// a fetcher.KafkaSource and a KafkaSourceAdmin from cfg.
+// a fetcher.KafkaSource and a metasync.KafkaSourceAdmin from cfg.
 type SourceFactory func(name string, cfg MirrorConfig) (fetcher.Source, SourceAdmin, error)
+
+// SourceAdmin is metasync.SourceAdmin: the admin view of a source cluster that a
+// SourceFactory returns (the metadata sync's reads).
+type SourceAdmin = metasync.SourceAdmin
+
+// DefaultSyncInterval is the default period of a mirror's metadata sync.
+const DefaultSyncInterval = metasync.DefaultSyncInterval
 
 // PeerFactory builds the Peer of mirror name: the admin view of its source cluster used
 // by PREPARING to find the last mirrored epoch (spec §6.3). The default talks to

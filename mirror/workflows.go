@@ -12,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/internal/reconcile"
 	"github.com/kmirror/kmirror/mirror/controller"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -87,7 +88,7 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 
 // startNames is the topics a start asks for: topics, deduplicated, then every
 // non-internal source topic the include patterns (and no exclude pattern) select.
-func startNames(topics []string, src []SourceTopic, o StartOptions) ([]string, error) {
+func startNames(topics []string, src []metasync.SourceTopic, o StartOptions) ([]string, error) {
 	names := dedupe(topics)
 	if len(o.IncludePatterns) == 0 {
 		return names, nil
@@ -108,8 +109,8 @@ func startNames(topics []string, src []SourceTopic, o StartOptions) ([]string, e
 // prepareStartTopics checks each topic of a start (on the source, the controller's
 // checks, the actual states) and creates or grows its destination topic. It returns the
 // refused topics' results and the topics to start.
-func (m *Mirror) prepareStartTopics(ctx context.Context, name string, names []string, src []SourceTopic, o StartOptions) ([]TopicResult, []TopicMeta, error) {
-	byName := make(map[string]SourceTopic, len(src))
+func (m *Mirror) prepareStartTopics(ctx context.Context, name string, names []string, src []metasync.SourceTopic, o StartOptions) ([]TopicResult, []TopicMeta, error) {
+	byName := make(map[string]metasync.SourceTopic, len(src))
 	for _, t := range src {
 		byName[t.Name] = t
 	}
@@ -143,7 +144,7 @@ func (m *Mirror) prepareStartTopics(ctx context.Context, name string, names []st
 
 // createStartTopic checks the actual states of topic st for a start, then creates its
 // destination topic with the source's id, or grows it to the source's partition count.
-func (m *Mirror) createStartTopic(ctx context.Context, name string, st SourceTopic) error {
+func (m *Mirror) createStartTopic(ctx context.Context, name string, st metasync.SourceTopic) error {
 	if err := m.checkActual(ctx, name, st.Name, statemachine.OpStart); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -86,7 +87,7 @@ func (w *world) sourceFactory(self string) mirror.SourceFactory {
 		w.mu.Lock()
 		w.links[self+"/"+name] = src
 		w.mu.Unlock()
-		return src, mirror.NewLocalSourceAdmin(other.dest, nil), nil
+		return src, metasync.NewLocalSourceAdmin(other.dest, nil), nil
 	}
 }
 

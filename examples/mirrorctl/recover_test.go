@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -77,7 +78,7 @@ func TestMirrorctlRecover(t *testing.T) {
 		if err != nil {
 			return nil, nil, err
 		}
-		sa, err := mirror.NewKafkaSourceAdmin(cfg)
+		sa, err := metasync.NewKafkaSourceAdmin(cfg)
 		return s, sa, err
 	}
 	dest := mirror.NewMemoryDestination("dst", fetcher.MemoryLogOptions{})

@@ -15,6 +15,7 @@ import (
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	kmirror "github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/metasync"
 )
 
 // saslSSLListener returns cluster B's SASL_SSL address, CA file, user and password, or
@@ -84,7 +85,7 @@ func TestConnSASLSSLProperties(t *testing.T) {
 	pemBytes, err := os.ReadFile(caFile)
 	require.NoError(t, err)
 	mc := parseConn(t, addr, secure, kmirror.KeySSLCAFile, "", kmirror.KeySSLTruststoreCerts, string(pemBytes))
-	sa, err := kmirror.NewKafkaSourceAdmin(mc)
+	sa, err := metasync.NewKafkaSourceAdmin(mc)
 	require.NoError(t, err)
 	id, err := sa.ClusterID(ctx)
 	require.NoError(t, err, "inline ssl.truststore.certificates")
@@ -92,7 +93,7 @@ func TestConnSASLSSLProperties(t *testing.T) {
 	require.NoError(t, sa.Close())
 
 	bad := parseConn(t, addr, secure, kmirror.KeySASLJAASConfig, "", kmirror.KeySASLUsername, user, kmirror.KeySASLPassword, password+"-wrong")
-	sa, err = kmirror.NewKafkaSourceAdmin(bad)
+	sa, err = metasync.NewKafkaSourceAdmin(bad)
 	require.NoError(t, err)
 	_, err = sa.ClusterID(ctx)
 	require.ErrorIs(t, err, kerr.SaslAuthenticationFailed)

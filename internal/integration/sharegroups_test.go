@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/kafkatest"
 	kmirror "github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -137,7 +138,7 @@ func TestShareGroupOffsetClamp(t *testing.T) {
 	_, sa, err := kmirror.DefaultSourceFactory("clamp", mc.Config)
 	require.NoError(t, err)
 	defer sa.Close()
-	shares, ok := sa.(kmirror.ShareGroupSource)
+	shares, ok := sa.(metasync.ShareGroupSource)
 	require.True(t, ok, "the default source admin reads share groups")
 	live := topic + "-live"
 	resetShareOffsets(t, brokers, live, topic, 0, 10)
@@ -152,12 +153,12 @@ func TestShareGroupOffsetClamp(t *testing.T) {
 	require.NoError(t, d.CreateTopic(ctx, kmirror.TopicSpec{Name: topic, TopicID: records.UUID(info.ID), Partitions: 2}))
 	fillMemoryLog(t, d, topic, 0, 0, 30)
 	fillMemoryLog(t, d, topic, 1, 20, 30)
-	syncer, err := kmirror.NewSyncer(kmirror.SyncConfig{Mirror: "clamp", Controller: ctl, Source: sa, Destination: d})
+	syncer, err := metasync.NewSyncer(metasync.SyncConfig{Mirror: "clamp", Controller: ctl, Source: sa, Destination: d})
 	require.NoError(t, err)
 	st, err := syncer.SyncOnce(ctx)
 	require.NoError(t, err)
 	for _, e := range st.Errors {
-		var se *kmirror.SyncError
+		var se *metasync.SyncError
 		require.ErrorAs(t, e, &se)
 		require.Equal(t, "acls", se.Op, "only the ACL sync fails (A has no authorizer): %v", e)
 	}

@@ -311,7 +311,7 @@ func (d *LocalDestination) CommittedOffsets(group string) map[dest.TopicPartitio
 	return offsetsOf(d.groups, group)
 }
 
-// Groups lists the groups with committed offsets, sorted (mirror.GroupLister).
+// Groups lists the groups with committed offsets, sorted (metasync.GroupLister).
 func (d *LocalDestination) Groups() []string {
 	d.groupsMu.Lock()
 	defer d.groupsMu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -401,7 +402,7 @@ func (r *run) sourceFactory(d *site) mirror.SourceFactory {
 				ls.Add(topic, spec.TopicID, p, &gatedLog{Log: l, gate: func() int64 { return r.gate(src, dst, part) }})
 			}
 		}
-		return ls, mirror.NewLocalSourceAdmin(s.dest, nil), nil
+		return ls, metasync.NewLocalSourceAdmin(s.dest, nil), nil
 	}
 }
 
