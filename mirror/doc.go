@@ -32,8 +32,8 @@
 // Lifecycle operations validate actual partition states through the coordinator
 // (statemachine.CheckOp, refusals are INVALID_CLUSTER_MIRROR_STATES naming the partition
 // and state), then ask the Controller with the validated controller offset as StateOffset.
-// NewAdminHandler serves the same operations, and the instance-to-instance RPCs, over the
-// Kafka wire protocol through an admin.Server.
+// mirror/adminhandler serves the same operations, and the instance-to-instance RPCs, over
+// the Kafka wire protocol through an admin.Server (adminhandler.New).
 //
 // # Sub-packages
 //

@@ -17,26 +17,8 @@ func describeHealth(pd *PartitionDescription, r *reconcile.Partition, lags bool,
 	pd.SourceErrorCode, pd.SourceErrorMessage, pd.SourceUnreachableSince = h.SourceErrorCode, h.SourceErrorMessage, h.SourceUnreachableSince
 }
 
-// isNop reports whether mt is the NopMetrics default.
-func isNop(mt Metrics) bool {
-	_, nop := mt.(NopMetrics)
-	return nop
-}
-
-// describeHealthWire copies the lag and source-health fields of p to their tagged wire
-// fields (absent when unknown).
-func describeHealthWire(rp *admin.DescribeClusterMirrorsResponseMirrorTopicPartition, p PartitionDescription) {
-	rp.TimeLagMs = -1
-	if p.TimeLag >= 0 {
-		rp.TimeLagMs = p.TimeLag.Milliseconds()
-	}
-	rp.LastFetchTimestamp = unixMilliOr(p.LastFetch)
-	rp.SourceErrorCode = int16(p.SourceErrorCode)
-	rp.SourceErrorMessage = strPtr(p.SourceErrorMessage)
-	rp.SourceUnreachableSince = unixMilliOr(p.SourceUnreachableSince)
-}
-
-// healthFromWire is the inverse of describeHealthWire.
+// healthFromWire reads the lag and source-health fields of a partition described over
+// the wire (as mirror/adminhandler encodes them: -1 and null when unknown) into pd.
 func healthFromWire(pd *PartitionDescription, rp admin.DescribeClusterMirrorsResponseMirrorTopicPartition) {
 	pd.TimeLag = -1
 	if rp.TimeLagMs >= 0 {
@@ -48,13 +30,6 @@ func healthFromWire(pd *PartitionDescription, rp admin.DescribeClusterMirrorsRes
 		pd.SourceErrorMessage = *rp.SourceErrorMessage
 	}
 	pd.SourceUnreachableSince = timeOrZero(rp.SourceUnreachableSince)
-}
-
-func unixMilliOr(t time.Time) int64 {
-	if t.IsZero() {
-		return -1
-	}
-	return t.UnixMilli()
 }
 
 func timeOrZero(ms int64) time.Time {

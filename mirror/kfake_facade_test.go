@@ -3,7 +3,6 @@ package mirror
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
@@ -168,8 +166,8 @@ func rawFetch(t testing.TB, cl *kgo.Client, topic string, id records.UUID, p int
 }
 
 // TestAdminPeer: the wire Peer answers "no mirror" for a plain Kafka cluster (kgo never
-// sends the mirror keys kfake does not advertise) and finds the LME through an admin
-// server in front of a Mirror.
+// sends the mirror keys kfake does not advertise). That it finds the LME through an
+// admin server in front of a Mirror is TestAdminPeerOverHandler (mirror/adminhandler).
 func TestAdminPeer(t *testing.T) {
 	ctx := testCtx(t)
 	src, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -186,33 +184,4 @@ func TestAdminPeer(t *testing.T) {
 	ds, err := plain.DescribeClusterMirrors(ctx, []string{"m"}, DescribeOptions{IncludeStates: true})
 	require.NoError(t, err)
 	require.Empty(t, ds)
-
-	// A site B that mirrored A and failed over, behind an admin server.
-	ex := newSpecExample(t, []int32{0, 0})
-	ex.mirrorAndFailOver()
-	srv, err := admin.NewServer(admin.ServerConfig{Handler: NewAdminHandler(ex.b.m)})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		require.NoError(t, srv.Close())
-		require.ErrorIs(t, <-done, admin.ErrServerClosed)
-	})
-	pcfg, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: ln.Addr().String()})
-	require.NoError(t, err)
-	peer, err := NewKafkaPeer(pcfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = peer.Close() })
-	ls, err = peer.ListClusterMirrors(ctx, ListFilter{SourceClusterIDs: []string{"A"}})
-	require.NoError(t, err)
-	require.Len(t, ls, 1)
-	require.Equal(t, "a-to-b", ls[0].Name)
-	ds, err = peer.DescribeClusterMirrors(ctx, []string{"a-to-b"}, DescribeOptions{
-		TopicPartitions: map[string][]int32{"t": {0}}, IncludeStates: true, ClusterID: "A"})
-	require.NoError(t, err)
-	require.Len(t, ds, 1)
-	require.Equal(t, statemachine.Stopped, ds[0].Topics[0].Partitions[0].State)
-	require.Equal(t, int32(0), ds[0].Topics[0].Partitions[0].LastMirrorEpoch)
 }

@@ -72,7 +72,7 @@ type opsOptions struct {
 }
 
 // WithMetrics makes the Mirror report its measurements to mt (default: none). The
-// admin handler of NewAdminHandler reports its requests to it too.
+// admin handler of mirror/adminhandler reports its requests to it too.
 func WithMetrics(mt Metrics) Option { return optionFunc(func(o *options) { o.ops.metrics = mt }) }
 
 // WithSourceUnreachableAfter sets how long the source must have failed for a

@@ -124,6 +124,13 @@ func (m *Mirror) Destination() Destination { return m.dest }
 // ClusterID returns the destination cluster's id.
 func (m *Mirror) ClusterID() string { return m.dest.ClusterID() }
 
+// Metrics returns the Metrics the Mirror reports to (WithMetrics; NopMetrics when none
+// was given), for the wire adapters that report to the same place (mirror/adminhandler).
+func (m *Mirror) Metrics() Metrics { return m.opts.ops.metrics }
+
+// Logger returns the Mirror's logger (WithLogger; a discarding one when none was given).
+func (m *Mirror) Logger() *slog.Logger { return m.log }
+
 // Close stops every reconciler, fetcher, sync loop and source the Mirror started, closes
 // the coordinator runtime and waits for every goroutine, then closes the default state
 // stores New opened. It does not close the Destination, nor a ControllerLog or Store the

@@ -20,6 +20,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/adminhandler"
 	"github.com/kmirror/kmirror/mirror/dataplane"
 	"github.com/kmirror/kmirror/mirror/kmprom"
 )
@@ -290,7 +291,7 @@ func (d *daemon) listen(o *options) error {
 	d.dp = dp
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	srv, err := admin.NewServer(admin.ServerConfig{
-		Handler: mirror.NewAdminHandler(d.m),
+		Handler: adminhandler.New(d.m),
 		Extra:   extra,
 		OnError: func(err error) { d.log.Debug("kmirrord: connection error", "err", err) },
 	})

@@ -35,5 +35,5 @@
 // statemachine for state names.
 //
 // main calls run(os.Args[1:], os.Stdout, os.Stderr); main_test.go drives the
-// same run against an admin.Server serving mirror.NewAdminHandler.
+// same run against an admin.Server serving adminhandler.New.
 package main

@@ -19,11 +19,12 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/adminhandler"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
 // env is a kfake source, a Mirror on a memory destination and an admin.Server
-// serving it with mirror.NewAdminHandler: what mirrorctl talks to.
+// serving it with adminhandler.New: what mirrorctl talks to.
 type env struct {
 	addr      string // the admin server
 	bootstrap string // the kfake source
@@ -58,7 +59,7 @@ func newEnv(t *testing.T, opts ...mirror.Option) *env {
 	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: 10 * time.Millisecond}, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	srv, err := admin.NewServer(admin.ServerConfig{Handler: mirror.NewAdminHandler(m)})
+	srv, err := admin.NewServer(admin.ServerConfig{Handler: adminhandler.New(m)})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/adminhandler"
 	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -89,7 +90,7 @@ func TestMirrorctlRecover(t *testing.T) {
 		mirror.WithFailedRetry(mirror.RetryConfig{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, MaxAttempts: 1}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	srv, err := admin.NewServer(admin.ServerConfig{Handler: mirror.NewAdminHandler(m)})
+	srv, err := admin.NewServer(admin.ServerConfig{Handler: adminhandler.New(m)})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

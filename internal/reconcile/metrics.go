@@ -83,7 +83,7 @@ type Metrics interface {
 	// how many partitions it carried, its latency and its failure (nil on success;
 	// per-partition codes such as fencing are not failures of the call).
 	CoordinatorWrite(mirror string, partitions int, latency time.Duration, err error)
-	// AdminRequest reports one mirror RPC served by mirror.NewAdminHandler.
+	// AdminRequest reports one mirror RPC served by adminhandler.New.
 	AdminRequest(o admin.RequestObservation)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/adminhandler"
 	"github.com/kmirror/kmirror/mirror/kmprom"
 	"github.com/kmirror/kmirror/statemachine"
 )
@@ -92,7 +93,7 @@ func TestPrometheusSeriesOfAKfakeMirror(t *testing.T) {
 		mirror.WithMetrics(mt), mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil }))
 	require.NoError(t, err)
 	defer m.Close()
-	h := mirror.NewAdminHandler(m)
+	h := adminhandler.New(m)
 
 	require.NoError(t, m.CreateClusterMirror(ctx, "k", map[string]string{
 		mirror.KeyBootstrapServers: strings.Join(src.ListenAddrs(), ","), mirror.KeyFetchWaitMaxMs: "50"}))

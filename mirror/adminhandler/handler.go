@@ -1,4 +1,8 @@
-package mirror
+// Package adminhandler is the wire adapter between an admin.Server and the mirror
+// facade: New returns the admin.Handler that serves the KIP-1279 RPCs with a
+// *mirror.Mirror's exported Go API. It owns the translation of requests to facade
+// calls and of facade results and errors to Kafka error codes and wire fields.
+package adminhandler
 
 import (
 	"context"
@@ -10,32 +14,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
-// HandlerOption configures the admin handler of NewAdminHandler. Its values come from
-// the With... functions of this package (WithHandlerLogger).
-type HandlerOption interface {
-	applyHandler(*handlerOptions)
+// Option configures the handler of New. Its values come from the With... functions of
+// this package (WithLogger).
+type Option interface {
+	apply(*options)
 }
 
-// handlerOptions are the settings of the admin handler.
-type handlerOptions struct {
+// options are the settings of the handler.
+type options struct {
 	log *slog.Logger
 }
 
-// handlerOptionFunc is a HandlerOption that sets one field.
-type handlerOptionFunc func(*handlerOptions)
+// optionFunc is an Option that sets one field.
+type optionFunc func(*options)
 
-func (f handlerOptionFunc) applyHandler(o *handlerOptions) { f(o) }
+func (f optionFunc) apply(o *options) { f(o) }
 
-// newHandlerOptions applies opts over the defaults: m's logger, or a discarding one
-// when that (or the logger given) is nil.
-func newHandlerOptions(m *Mirror, opts []HandlerOption) handlerOptions {
-	o := handlerOptions{log: m.log}
+// newOptions applies opts over the defaults: m's logger, or a discarding one when that
+// (or the logger given) is nil.
+func newOptions(m *mirror.Mirror, opts []Option) options {
+	o := options{log: m.Logger()}
 	for _, opt := range opts {
-		opt.applyHandler(&o)
+		opt.apply(&o)
 	}
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
@@ -43,37 +48,45 @@ func newHandlerOptions(m *Mirror, opts []HandlerOption) handlerOptions {
 	return o
 }
 
-// WithHandlerLogger makes the handler log the unexpected errors it answers with
+// WithLogger makes the handler log the unexpected errors it answers with
 // UNKNOWN_SERVER_ERROR (default: the Mirror's logger).
-func WithHandlerLogger(l *slog.Logger) HandlerOption {
-	return handlerOptionFunc(func(o *handlerOptions) { o.log = l })
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) { o.log = l })
 }
 
-// NewAdminHandler returns the admin.Handler that serves the KIP-1279 RPCs with m's Go
-// API: the admin RPCs (create, delete, list, describe, start, stop, pause, resume) map
-// to the facade's workflows and the instance RPCs (ReadMirrorStates, WriteMirrorStates,
-// ReadMirrorOffsets, BumpLeaderEpochs) to its coordinator and destination. Mount it on
-// an admin.Server:
+// New returns the admin.Handler that serves the KIP-1279 RPCs with m's Go API: the
+// admin RPCs (create, delete, list, describe, start, stop, pause, resume, recover) map
+// to the facade's workflows and the instance RPCs (ReadMirrorStates,
+// WriteMirrorStates, ReadMirrorOffsets, BumpLeaderEpochs) to its coordinator and
+// destination. Mount it on an admin.Server:
 //
-//	srv, _ := admin.NewServer(admin.ServerConfig{Handler: mirror.NewAdminHandler(m)})
+//	srv, _ := admin.NewServer(admin.ServerConfig{Handler: adminhandler.New(m)})
 //	go srv.Serve(listener)
 //
 // Errors travel as Kafka error codes: an *admin.Error anywhere in an error's chain
 // keeps its code, a context deadline is REQUEST_TIMED_OUT, an invalid config
-// INVALID_CONFIG, anything else UNKNOWN_SERVER_ERROR with the error text as message.
-// A request's TimeoutMs (when positive) bounds the call. The handler is safe for
+// (mirror.ErrInvalidConfig) INVALID_CONFIG, anything else UNKNOWN_SERVER_ERROR with
+// the error text as message. A request's TimeoutMs (when positive) bounds the call.
+// When m reports to a Metrics other than mirror.NopMetrics (m.Metrics()), each request
+// is reported to its AdminRequest (admin.ObserveHandler). The handler is safe for
 // concurrent use.
-func NewAdminHandler(m *Mirror, opts ...HandlerOption) admin.Handler {
-	h := &handler{m: m, log: newHandlerOptions(m, opts).log}
-	if mt := m.opts.ops.metrics; !isNop(mt) {
+func New(m *mirror.Mirror, opts ...Option) admin.Handler {
+	h := &handler{m: m, log: newOptions(m, opts).log}
+	if mt := m.Metrics(); !isNop(mt) {
 		return admin.ObserveHandler(h, mt.AdminRequest)
 	}
 	return h
 }
 
+// isNop reports whether mt is the mirror.NopMetrics default.
+func isNop(mt mirror.Metrics) bool {
+	_, nop := mt.(mirror.NopMetrics)
+	return nop
+}
+
 // handler implements admin.Handler over a *Mirror.
 type handler struct {
-	m   *Mirror
+	m   *mirror.Mirror
 	log *slog.Logger
 }
 
@@ -104,7 +117,7 @@ func (h *handler) wireError(rc *admin.RequestContext, err error) *admin.Error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return admin.NewError(admin.CodeRequestTimedOut, err.Error())
-	case errors.Is(err, ErrInvalidConfig):
+	case errors.Is(err, mirror.ErrInvalidConfig):
 		return admin.NewError(admin.CodeInvalidConfig, err.Error())
 	}
 	key := int16(-1)
@@ -170,7 +183,7 @@ func (h *handler) DeleteClusterMirrors(ctx context.Context, rc *admin.RequestCon
 // ListClusterMirrors implements admin.Handler (spec §11.3). An unknown desired state
 // in the filter is INVALID_REQUEST.
 func (h *handler) ListClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.ListClusterMirrorsRequest) (*admin.ListClusterMirrorsResponse, error) {
-	f := ListFilter{
+	f := mirror.ListFilter{
 		SourceClusterIDs:  req.SourceClusterIdFilter,
 		MirrorNames:       req.MirrorNameFilter,
 		IncludeTopicNames: req.IncludeTopicNames,
@@ -207,7 +220,7 @@ func (h *handler) ListClusterMirrors(ctx context.Context, rc *admin.RequestConte
 func (h *handler) DescribeClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.DescribeClusterMirrorsRequest) (*admin.DescribeClusterMirrorsResponse, error) {
 	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
 	defer cancel()
-	o := DescribeOptions{
+	o := mirror.DescribeOptions{
 		IncludeStates: req.IncludeMirrorStates,
 		IncludeLags:   req.IncludeMirrorLags,
 	}
@@ -221,7 +234,7 @@ func (h *handler) DescribeClusterMirrors(ctx context.Context, rc *admin.RequestC
 		}
 	}
 	resp := admin.NewPtrDescribeClusterMirrorsResponse()
-	var descs []MirrorDescription
+	var descs []mirror.MirrorDescription
 	if req.MirrorNames == nil {
 		ds, err := h.m.DescribeClusterMirrors(ctx, nil, o)
 		if err != nil {
@@ -229,8 +242,13 @@ func (h *handler) DescribeClusterMirrors(ctx context.Context, rc *admin.RequestC
 		}
 		descs = ds
 	} else {
-		// One call per name, so that an unknown name fails alone.
-		for _, name := range dedupe(req.MirrorNames) {
+		// One call per name (repeats answered once), so that an unknown name fails alone.
+		seen := make(map[string]bool, len(req.MirrorNames))
+		for _, name := range req.MirrorNames {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
 			ds, err := h.m.DescribeClusterMirrors(ctx, []string{name}, o)
 			if err != nil {
 				if admin.CodeOf(err) != admin.CodeUnknownClusterMirror {
@@ -251,8 +269,8 @@ func (h *handler) DescribeClusterMirrors(ctx context.Context, rc *admin.RequestC
 	return resp, nil
 }
 
-// describeMirror converts one MirrorDescription to its wire form.
-func describeMirror(d MirrorDescription) admin.DescribeClusterMirrorsResponseMirror {
+// describeMirror converts one mirror.MirrorDescription to its wire form.
+func describeMirror(d mirror.MirrorDescription) admin.DescribeClusterMirrorsResponseMirror {
 	rm := admin.NewDescribeClusterMirrorsResponseMirror()
 	rm.MirrorName = d.Name
 	rm.SourceBootstrap = strPtr(d.SourceBootstrap)
@@ -301,7 +319,7 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 		}
 		names = append(names, t.Name)
 	}
-	res, err := h.m.StartMirrorTopics(ctx, req.MirrorName, names, StartOptions{
+	res, err := h.m.StartMirrorTopics(ctx, req.MirrorName, names, mirror.StartOptions{
 		IncludePatterns: req.IncludePatterns, ExcludePatterns: req.ExcludePatterns})
 	if err != nil {
 		return nil, h.wireError(rc, err)
@@ -319,30 +337,30 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 // state is STOPPED; the partitions reach STOPPED asynchronously (poll
 // DescribeClusterMirrors). StateOffset is not forwarded (see DeleteClusterMirrors).
 func (h *handler) StopMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.StopMirrorTopicsRequest) (*admin.StopMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.StopMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
-		return h.m.StopMirrorTopics(ctx, req.MirrorName, names, StopOptions{Patterns: req.Patterns})
+	return serveLifecycle[admin.StopMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
+		return h.m.StopMirrorTopics(ctx, req.MirrorName, names, mirror.StopOptions{Patterns: req.Patterns})
 	})
 }
 
 // PauseMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.PauseMirrorTopicsRequest) (*admin.PauseMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.PauseMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
-		return h.m.PauseMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	return serveLifecycle[admin.PauseMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
+		return h.m.PauseMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{})
 	})
 }
 
 // RecoverMirrorTopics implements admin.Handler (spec §14.10): the FAILED partitions
 // of the topics restart with their retry attempts reset.
 func (h *handler) RecoverMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.RecoverMirrorTopicsRequest) (*admin.RecoverMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.RecoverMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
+	return serveLifecycle[admin.RecoverMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
 		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names)
 	})
 }
 
 // ResumeMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) ResumeMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.ResumeMirrorTopicsRequest) (*admin.ResumeMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.ResumeMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]TopicResult, error) {
-		return h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, LifecycleOptions{})
+	return serveLifecycle[admin.ResumeMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
+		return h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{})
 	})
 }
 
@@ -375,7 +393,7 @@ type (
 // outcome, its error as code and message. A failure of the whole request is the
 // returned wire error.
 func serveLifecycle[P ~lifecycleResponse[R], R ~lifecycleOutcome, Q ~lifecycleTopic](h *handler, ctx context.Context, rc *admin.RequestContext,
-	timeoutMs int32, topics []Q, op func(ctx context.Context, names []string) ([]TopicResult, error)) (*P, error) {
+	timeoutMs int32, topics []Q, op func(ctx context.Context, names []string) ([]mirror.TopicResult, error)) (*P, error) {
 	names := make([]string, 0, len(topics))
 	for _, t := range topics {
 		names = append(names, lifecycleTopic(t).TopicName)
@@ -429,4 +447,25 @@ func (h *handler) BumpLeaderEpochs(ctx context.Context, rc *admin.RequestContext
 		return nil, h.wireError(rc, err)
 	}
 	return resp, nil
+}
+
+// describeHealthWire copies the lag and source-health fields of p to their tagged wire
+// fields (-1 or null when unknown; mirror's AdminPeer reads them back).
+func describeHealthWire(rp *admin.DescribeClusterMirrorsResponseMirrorTopicPartition, p mirror.PartitionDescription) {
+	rp.TimeLagMs = -1
+	if p.TimeLag >= 0 {
+		rp.TimeLagMs = p.TimeLag.Milliseconds()
+	}
+	rp.LastFetchTimestamp = unixMilliOr(p.LastFetch)
+	rp.SourceErrorCode = int16(p.SourceErrorCode)
+	rp.SourceErrorMessage = strPtr(p.SourceErrorMessage)
+	rp.SourceUnreachableSince = unixMilliOr(p.SourceUnreachableSince)
+}
+
+// unixMilliOr is t in Unix milliseconds, -1 for the zero time.
+func unixMilliOr(t time.Time) int64 {
+	if t.IsZero() {
+		return -1
+	}
+	return t.UnixMilli()
 }

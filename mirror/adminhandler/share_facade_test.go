@@ -1,4 +1,4 @@
-package mirror_test
+package adminhandler_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package mirror
+package adminhandler
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror"
 )
 
 func TestHandlerWireError(t *testing.T) {
@@ -24,7 +25,7 @@ func TestHandlerWireError(t *testing.T) {
 		{"as is", inner, admin.CodeUnknownClusterMirror, `cluster mirror "x" does not exist`},
 		{"wrapped", fmt.Errorf("start: %w", inner), admin.CodeUnknownClusterMirror, `start: cluster mirror "x" does not exist`},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), admin.CodeRequestTimedOut, "wait: context deadline exceeded"},
-		{"config", fmt.Errorf("%w: Destination is required", ErrInvalidConfig), admin.CodeInvalidConfig, "mirror: invalid config: Destination is required"},
+		{"config", fmt.Errorf("%w: Destination is required", mirror.ErrInvalidConfig), admin.CodeInvalidConfig, "mirror: invalid config: Destination is required"},
 		{"other", errors.New("disk on fire"), admin.CodeUnknownServerError, "disk on fire"},
 	}
 	for _, c := range cases {

@@ -1,4 +1,4 @@
-package mirror_test
+package adminhandler_test
 
 import (
 	"context"
@@ -15,19 +15,23 @@ import (
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/adminhandler"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
 // handlerSite is a Mirror on a memory destination mirroring from a kfake source, served
-// by an admin.Server with NewAdminHandler and reached by an admin.Client.
+// by an admin.Server (at addr) with adminhandler.New and reached by an admin.Client.
 type handlerSite struct {
 	src    *kfake.Cluster
 	m      *mirror.Mirror
 	dest   *mirror.LocalDestination
 	client *admin.Client
+	addr   string
 }
 
-func newHandlerSite(t *testing.T, topics map[string]int32) *handlerSite {
+// newHandlerSite makes a handlerSite whose source holds topics (name: partitions, five
+// records each); opts are added to the Mirror's.
+func newHandlerSite(t *testing.T, topics map[string]int32, opts ...mirror.Option) *handlerSite {
 	t.Helper()
 	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("handler-source"))
 	require.NoError(t, err)
@@ -56,11 +60,11 @@ func newHandlerSite(t *testing.T, topics map[string]int32) *handlerSite {
 	dest := mirror.NewMemoryDestination("handler-destination", fetcher.MemoryLogOptions{})
 	t.Cleanup(func() { _ = dest.Close() })
 	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: -1, FetchIdleWait: 10 * time.Millisecond},
-		mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil }))
+		append([]mirror.Option{mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil })}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
 
-	srv, err := admin.NewServer(admin.ServerConfig{Handler: mirror.NewAdminHandler(m)})
+	srv, err := admin.NewServer(admin.ServerConfig{Handler: adminhandler.New(m)})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -73,7 +77,7 @@ func newHandlerSite(t *testing.T, topics map[string]int32) *handlerSite {
 	kcl, err := kgo.NewClient(append(admin.ClientOpts(), kgo.SeedBrokers(ln.Addr().String()), kgo.RequestRetries(0))...)
 	require.NoError(t, err)
 	t.Cleanup(kcl.Close)
-	return &handlerSite{src: src, m: m, dest: dest, client: admin.NewClient(kcl)}
+	return &handlerSite{src: src, m: m, dest: dest, client: admin.NewClient(kcl), addr: ln.Addr().String()}
 }
 
 func handlerCtx(t *testing.T) context.Context {
