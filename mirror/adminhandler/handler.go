@@ -11,12 +11,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
-	"github.com/kmirror/kmirror/statemachine"
 )
 
 // Option configures the handler of New. Its values come from the With... functions of
@@ -180,123 +177,6 @@ func (h *handler) DeleteClusterMirrors(ctx context.Context, rc *admin.RequestCon
 	return admin.NewPtrDeleteClusterMirrorsResponse(), nil
 }
 
-// ListClusterMirrors implements admin.Handler (spec §11.3). An unknown desired state
-// in the filter is INVALID_REQUEST.
-func (h *handler) ListClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.ListClusterMirrorsRequest) (*admin.ListClusterMirrorsResponse, error) {
-	f := mirror.ListFilter{
-		SourceClusterIDs:  req.SourceClusterIdFilter,
-		MirrorNames:       req.MirrorNameFilter,
-		IncludeTopicNames: req.IncludeTopicNames,
-	}
-	for _, s := range req.DesiredMirrorStateFilter {
-		d, err := statemachine.ParseDesired(s)
-		if err != nil {
-			return nil, admin.Errorf(admin.CodeInvalidRequest, "desired state filter: %v", err)
-		}
-		f.DesiredStates = append(f.DesiredStates, d)
-	}
-	ls, err := h.m.ListClusterMirrors(ctx, f)
-	if err != nil {
-		return nil, h.wireError(rc, err)
-	}
-	resp := admin.NewPtrListClusterMirrorsResponse()
-	for _, l := range ls {
-		rm := admin.NewListClusterMirrorsResponseMirror()
-		rm.MirrorName = l.Name
-		rm.SourceBootstrap = l.SourceBootstrap
-		rm.SourceClusterId = l.SourceClusterID
-		rm.TopicCount = int32(l.TopicCount)
-		if req.IncludeTopicNames {
-			rm.TopicNames = append([]string{}, l.TopicNames...)
-		}
-		resp.Mirrors = append(resp.Mirrors, rm)
-	}
-	return resp, nil
-}
-
-// DescribeClusterMirrors implements admin.Handler (spec §11.4). A named mirror that
-// does not exist is answered with a per-mirror UNKNOWN_CLUSTER_MIRROR; the others are
-// still described. Partitions carry their RetryAttempt (-1 = non-retryable).
-func (h *handler) DescribeClusterMirrors(ctx context.Context, rc *admin.RequestContext, req *admin.DescribeClusterMirrorsRequest) (*admin.DescribeClusterMirrorsResponse, error) {
-	ctx, cancel := withTimeout(ctx, req.TimeoutMs)
-	defer cancel()
-	o := mirror.DescribeOptions{
-		IncludeStates: req.IncludeMirrorStates,
-		IncludeLags:   req.IncludeMirrorLags,
-	}
-	if req.ClusterId != nil {
-		o.ClusterID = *req.ClusterId
-	}
-	if req.TopicPartitions != nil {
-		o.TopicPartitions = make(map[string][]int32, len(req.TopicPartitions))
-		for _, tp := range req.TopicPartitions {
-			o.TopicPartitions[tp.Topic] = append(o.TopicPartitions[tp.Topic], tp.Partitions...)
-		}
-	}
-	resp := admin.NewPtrDescribeClusterMirrorsResponse()
-	var descs []mirror.MirrorDescription
-	if req.MirrorNames == nil {
-		ds, err := h.m.DescribeClusterMirrors(ctx, nil, o)
-		if err != nil {
-			return nil, h.wireError(rc, err)
-		}
-		descs = ds
-	} else {
-		// One call per name (repeats answered once), so that an unknown name fails alone.
-		seen := make(map[string]bool, len(req.MirrorNames))
-		for _, name := range req.MirrorNames {
-			if seen[name] {
-				continue
-			}
-			seen[name] = true
-			ds, err := h.m.DescribeClusterMirrors(ctx, []string{name}, o)
-			if err != nil {
-				if admin.CodeOf(err) != admin.CodeUnknownClusterMirror {
-					return nil, h.wireError(rc, err)
-				}
-				rm := admin.NewDescribeClusterMirrorsResponseMirror()
-				rm.MirrorName = name
-				rm.ErrorCode, rm.ErrorMessage = h.codeAndMessage(rc, err)
-				resp.Mirrors = append(resp.Mirrors, rm)
-				continue
-			}
-			descs = append(descs, ds...)
-		}
-	}
-	for _, d := range descs {
-		resp.Mirrors = append(resp.Mirrors, describeMirror(d))
-	}
-	return resp, nil
-}
-
-// describeMirror converts one mirror.MirrorDescription to its wire form.
-func describeMirror(d mirror.MirrorDescription) admin.DescribeClusterMirrorsResponseMirror {
-	rm := admin.NewDescribeClusterMirrorsResponseMirror()
-	rm.MirrorName = d.Name
-	rm.SourceBootstrap = strPtr(d.SourceBootstrap)
-	rm.SourceClusterId = strPtr(d.SourceClusterID)
-	for _, t := range d.Topics {
-		rt := admin.NewDescribeClusterMirrorsResponseMirrorTopic()
-		rt.TopicName = t.Topic
-		for _, p := range t.Partitions {
-			rp := admin.NewDescribeClusterMirrorsResponseMirrorTopicPartition()
-			rp.PartitionIndex = p.Partition
-			rp.ErrorCode = int16(p.ErrorCode)
-			rp.State = int8(p.State)
-			rp.ErrorMessage = strPtr(p.ErrorMessage)
-			rp.SourceOffset = p.SourceOffset
-			rp.DestinationOffset = p.DestinationOffset
-			rp.LastMirrorEpoch = p.LastMirrorEpoch
-			rp.LastMirrorOffset = p.LastMirrorOffset
-			describeHealthWire(&rp, p)
-			rp.RetryAttempt = p.RetryAttempt
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		rm.Topics = append(rm.Topics, rt)
-	}
-	return rm
-}
-
 // StartMirrorTopics implements admin.Handler (spec §11.5). The facade reads topic ids
 // and partition counts from the source itself, so only the requested names are
 // forwarded; NumPartitions is not checked. A non-zero TopicId that differs from the id
@@ -333,86 +213,6 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 	return resp, nil
 }
 
-// StopMirrorTopics implements admin.Handler (spec §11.6). It answers once the desired
-// state is STOPPED; the partitions reach STOPPED asynchronously (poll
-// DescribeClusterMirrors). StateOffset is not forwarded (see DeleteClusterMirrors).
-func (h *handler) StopMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.StopMirrorTopicsRequest) (*admin.StopMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.StopMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.StopMirrorTopics(ctx, req.MirrorName, names, mirror.StopOptions{Patterns: req.Patterns})
-	})
-}
-
-// PauseMirrorTopics implements admin.Handler (spec §11.7).
-func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.PauseMirrorTopicsRequest) (*admin.PauseMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.PauseMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.PauseMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{})
-	})
-}
-
-// RecoverMirrorTopics implements admin.Handler (spec §14.10): the FAILED partitions
-// of the topics restart with their retry attempts reset.
-func (h *handler) RecoverMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.RecoverMirrorTopicsRequest) (*admin.RecoverMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.RecoverMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names)
-	})
-}
-
-// ResumeMirrorTopics implements admin.Handler (spec §11.7).
-func (h *handler) ResumeMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.ResumeMirrorTopicsRequest) (*admin.ResumeMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.ResumeMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{})
-	})
-}
-
-// The per-topic lifecycle RPCs (stop, pause, resume, recover) have requests and
-// responses of one shape (the generated types differ only by name); these are that
-// shape, so that serveLifecycle serves them all.
-type (
-	lifecycleTopic = struct {
-		TopicName   string
-		UnknownTags kmsg.Tags
-	}
-	lifecycleOutcome = struct {
-		TopicName    string
-		ErrorCode    int16
-		ErrorMessage *string
-		UnknownTags  kmsg.Tags
-	}
-	lifecycleResponse[R any] = struct {
-		Version        int16
-		ThrottleTimeMs int32
-		ErrorCode      int16
-		ErrorMessage   *string
-		Topics         []R
-		UnknownTags    kmsg.Tags
-	}
-)
-
-// serveLifecycle runs one per-topic lifecycle RPC: op on the request's topic names
-// within the request's timeout (TimeoutMs, when positive), then one response topic per
-// outcome, its error as code and message. A failure of the whole request is the
-// returned wire error.
-func serveLifecycle[P ~lifecycleResponse[R], R ~lifecycleOutcome, Q ~lifecycleTopic](h *handler, ctx context.Context, rc *admin.RequestContext,
-	timeoutMs int32, topics []Q, op func(ctx context.Context, names []string) ([]mirror.TopicResult, error)) (*P, error) {
-	names := make([]string, 0, len(topics))
-	for _, t := range topics {
-		names = append(names, lifecycleTopic(t).TopicName)
-	}
-	ctx, cancel := withTimeout(ctx, timeoutMs)
-	defer cancel()
-	res, err := op(ctx, names)
-	if err != nil {
-		return nil, h.wireError(rc, err)
-	}
-	var out []R
-	for _, r := range res {
-		code, msg := h.codeAndMessage(rc, r.Err)
-		out = append(out, R(lifecycleOutcome{TopicName: r.Topic, ErrorCode: code, ErrorMessage: msg}))
-	}
-	resp := P(lifecycleResponse[R]{Topics: out})
-	return &resp, nil
-}
-
 // ReadMirrorStates implements admin.Handler (spec §11.8) with Mirror.ReadMirrorStates.
 func (h *handler) ReadMirrorStates(ctx context.Context, rc *admin.RequestContext, req *admin.ReadMirrorStatesRequest) (*admin.ReadMirrorStatesResponse, error) {
 	resp, err := h.m.ReadMirrorStates(ctx, req)
@@ -447,25 +247,4 @@ func (h *handler) BumpLeaderEpochs(ctx context.Context, rc *admin.RequestContext
 		return nil, h.wireError(rc, err)
 	}
 	return resp, nil
-}
-
-// describeHealthWire copies the lag and source-health fields of p to their tagged wire
-// fields (-1 or null when unknown; mirror's AdminPeer reads them back).
-func describeHealthWire(rp *admin.DescribeClusterMirrorsResponseMirrorTopicPartition, p mirror.PartitionDescription) {
-	rp.TimeLagMs = -1
-	if p.TimeLag >= 0 {
-		rp.TimeLagMs = p.TimeLag.Milliseconds()
-	}
-	rp.LastFetchTimestamp = unixMilliOr(p.LastFetch)
-	rp.SourceErrorCode = int16(p.SourceErrorCode)
-	rp.SourceErrorMessage = strPtr(p.SourceErrorMessage)
-	rp.SourceUnreachableSince = unixMilliOr(p.SourceUnreachableSince)
-}
-
-// unixMilliOr is t in Unix milliseconds, -1 for the zero time.
-func unixMilliOr(t time.Time) int64 {
-	if t.IsZero() {
-		return -1
-	}
-	return t.UnixMilli()
 }

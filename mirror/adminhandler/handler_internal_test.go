@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -42,4 +43,29 @@ func TestHandlerWireError(t *testing.T) {
 	code, msg = h.codeAndMessage(nil, admin.CodeInvalidClusterMirrorStates.Err())
 	require.Equal(t, int16(admin.CodeInvalidClusterMirrorStates), code)
 	require.Nil(t, msg, "an empty message stays null on the wire")
+}
+
+// TestDescribeHealthWire: the lag and source-health fields of a description travel in
+// their tagged wire fields, -1 or null when unknown.
+func TestDescribeHealthWire(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_000)
+	known := mirror.PartitionDescription{Partition: 3, TimeLag: 1500 * time.Millisecond, LastFetch: at,
+		SourceErrorCode: admin.CodeNetworkException, SourceErrorMessage: "dial: refused", SourceUnreachableSince: at.Add(-time.Second)}
+	unknown := mirror.PartitionDescription{Partition: 4, TimeLag: -1}
+	rm := describeMirror(mirror.MirrorDescription{Name: "m", Topics: []mirror.TopicDescription{
+		{Topic: "t", Partitions: []mirror.PartitionDescription{known, unknown}}}})
+	require.Equal(t, "m", rm.MirrorName)
+	require.Nil(t, rm.SourceBootstrap, "an empty string is null on the wire")
+	k, u := rm.Topics[0].Partitions[0], rm.Topics[0].Partitions[1]
+	require.Equal(t, int32(3), k.PartitionIndex)
+	require.Equal(t, int64(1500), k.TimeLagMs)
+	require.Equal(t, at.UnixMilli(), k.LastFetchTimestamp)
+	require.Equal(t, int16(admin.CodeNetworkException), k.SourceErrorCode)
+	require.Equal(t, "dial: refused", *k.SourceErrorMessage)
+	require.Equal(t, at.Add(-time.Second).UnixMilli(), k.SourceUnreachableSince)
+	require.Equal(t, int64(-1), u.TimeLagMs)
+	require.Equal(t, int64(-1), u.LastFetchTimestamp)
+	require.Zero(t, u.SourceErrorCode)
+	require.Nil(t, u.SourceErrorMessage)
+	require.Equal(t, int64(-1), u.SourceUnreachableSince)
 }
