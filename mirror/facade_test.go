@@ -212,7 +212,7 @@ func testCtx(t testing.TB) context.Context {
 func waitCond(t testing.TB, ctx context.Context, m *Mirror, what string, cond func() bool) {
 	t.Helper()
 	for {
-		ch := m.changed()
+		ch := m.Changed()
 		if cond() {
 			return
 		}

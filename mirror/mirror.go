@@ -154,8 +154,11 @@ func (m *Mirror) isClosed() bool {
 	return m.closed
 }
 
-// changed returns a channel closed at the next actual-state change.
-func (m *Mirror) changed() <-chan struct{} { return m.eng.Changed() }
+// Changed returns a channel closed at the next change a waiter may be waiting for: an
+// actual-state change, log progress, or the first source problem of a partition. A
+// waiter re-checks its condition (DescribeClusterMirrors, ...) each time it is closed,
+// taking the channel before the check. A test and CLI helper.
+func (m *Mirror) Changed() <-chan struct{} { return m.eng.Changed() }
 
 // ensureMirror creates the runtime of mirror name if missing (nil after Close).
 func (m *Mirror) ensureMirror(name string) *reconcile.Runtime { return m.eng.EnsureMirror(name) }

@@ -2,7 +2,6 @@ package adminhandler_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -29,22 +28,6 @@ func (r *wireMetrics) AdminRequest(o admin.RequestObservation) {
 	r.admin[o.API] = o.Code
 }
 
-// warnSignal is a slog.Handler that signals every record at Warn or above (the
-// fetcher logs each failed, retried attempt), so that a test waits for the source
-// health without a timer.
-type warnSignal chan struct{}
-
-func (w warnSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w warnSignal) WithAttrs([]slog.Attr) slog.Handler           { return w }
-func (w warnSignal) WithGroup(string) slog.Handler                { return w }
-func (w warnSignal) Handle(context.Context, slog.Record) error {
-	select {
-	case w <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
 func (r *wireMetrics) adminCode(api string) (admin.Code, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -59,9 +42,9 @@ func (r *wireMetrics) adminCode(api string) (admin.Code, bool) {
 // gone in its tagged fields, which the Peer reads back.
 func TestAdminPeerOverHandler(t *testing.T) {
 	ctx := handlerCtx(t)
-	rec, warned := newWireMetrics(), make(warnSignal, 1)
+	rec := newWireMetrics()
 	s := newHandlerSite(t, map[string]int32{"orders": 1, "events": 1},
-		mirror.WithMetrics(rec), mirror.WithSourceUnreachableAfter(0), mirror.WithLogger(slog.New(warned)))
+		mirror.WithMetrics(rec), mirror.WithSourceUnreachableAfter(0))
 	_, err := s.client.ListClusterMirrors(ctx, admin.NewPtrListClusterMirrorsRequest())
 	require.NoError(t, err)
 	code, ok := rec.adminCode("ListClusterMirrors")
@@ -95,7 +78,7 @@ func TestAdminPeerOverHandler(t *testing.T) {
 	require.Equal(t, local.LastMirrorEpoch, got.LastMirrorEpoch, "the peer finds the LME")
 
 	s.src.Close() // the source goes away
-	d := waitSourceError(ctx, t, s.m, warned)
+	d := waitSourceError(ctx, t, s.m)
 	require.Equal(t, statemachine.Mirroring, d.State, "the state stays the KIP's")
 	checkHealthOverWire(ctx, t, s, peer, d)
 }
@@ -121,15 +104,16 @@ func describeLocal(t *testing.T, m *mirror.Mirror, topic string) mirror.Partitio
 }
 
 // waitSourceError waits until describe names a source error for events-0, re-checking
-// after every warning logged (each failed fetch attempt), and returns that description.
-func waitSourceError(ctx context.Context, t *testing.T, m *mirror.Mirror, warned warnSignal) mirror.PartitionDescription {
+// at every change of m (Mirror.Changed), and returns that description.
+func waitSourceError(ctx context.Context, t *testing.T, m *mirror.Mirror) mirror.PartitionDescription {
 	t.Helper()
 	for {
+		ch := m.Changed()
 		if d := describeLocal(t, m, "events"); d.SourceErrorCode != admin.CodeNone {
 			return d
 		}
 		select {
-		case <-warned:
+		case <-ch:
 		case <-ctx.Done():
 			require.FailNow(t, "timed out waiting for a source error in describe")
 		}
