@@ -21,9 +21,9 @@
 //   - per mirror, a source and its fetch loops (created lazily by the SourceFactory; by
 //     default a fetcher.KafkaSource and a metasync.KafkaSourceAdmin), a metasync.Syncer
 //     for the periodic metadata sync (discovery, topic creation with the source's topic
-//     id, partition growth, config sync, group-offset sync), and a Peer to look up the last mirror epoch
-//     on the other cluster during PREPARING (by default an admin client to the source; a
-//     *Mirror is itself a Peer for in-process sites).
+//     id, partition growth, config sync, group-offset sync), and a Peer to look up the
+//     last mirror epoch on the other cluster during PREPARING (by default an admin client
+//     to the source; a *Mirror is itself a Peer for in-process sites).
 //   - one reconciler per mirror partition: read the actual state through the coordinator
 //     (raising the highest leader epoch seen), compute the next state with statemachine,
 //     write it fenced by leader epoch and state epoch, and only once the write is durable
