@@ -159,3 +159,26 @@ func (dp *DataPlane) Allowed(ctx context.Context, op, resourceType, name string)
 	}
 	return dp.authzFor(ctx).allowed(op, resourceType, name)
 }
+
+// split divides ts into the items allow lets through (kept: they stay in the
+// request) and the rest (denied: answered with an authorization code).
+func split[T any](ts []T, allow func(T) bool) (kept, denied []T) {
+	for _, t := range ts {
+		if allow(t) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	return kept, denied
+}
+
+// serveKept answers a request narrowed to what the principal may do: next
+// serves it when anything is kept, else an empty response of its kind stands
+// in (there is nothing to serve).
+func serveKept(req kmsg.Request, some bool, next next) (kmsg.Response, error) {
+	if !some {
+		return req.ResponseKind(), nil
+	}
+	return next(req)
+}

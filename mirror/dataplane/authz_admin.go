@@ -8,14 +8,9 @@ import (
 // (the topic is not grown).
 func authzCreatePartitions(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.CreatePartitionsRequest)
-	var kept, denied []kmsg.CreatePartitionsRequestTopic
-	for _, rt := range r.Topics {
-		if z.allowed(OpAlter, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.CreatePartitionsRequestTopic) bool {
+		return z.allowed(OpAlter, ResourceTopic, rt.Topic)
+	})
 	if len(denied) == 0 {
 		return next(r)
 	}
@@ -97,14 +92,9 @@ func authzDeleteTopics(dp *DataPlane, z *authz, req kmsg.Request, next next) (km
 // (nothing is deleted).
 func authzDeleteRecords(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.DeleteRecordsRequest)
-	var kept, denied []kmsg.DeleteRecordsRequestTopic
-	for _, rt := range r.Topics {
-		if z.allowed(OpDelete, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.DeleteRecordsRequestTopic) bool {
+		return z.allowed(OpDelete, ResourceTopic, rt.Topic)
+	})
 	if len(denied) == 0 {
 		return next(r)
 	}

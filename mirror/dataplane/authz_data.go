@@ -13,14 +13,9 @@ import (
 func authzProduce(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.ProduceRequest)
 	txnDenied := r.TransactionID != nil && !z.allowed(OpWrite, ResourceTransactional, *r.TransactionID)
-	var kept, denied []kmsg.ProduceRequestTopic
-	for _, rt := range r.Topics {
-		if !txnDenied && z.allowed(OpWrite, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.ProduceRequestTopic) bool {
+		return !txnDenied && z.allowed(OpWrite, ResourceTopic, rt.Topic)
+	})
 	if len(denied) == 0 {
 		return next(r)
 	}
@@ -31,17 +26,12 @@ func authzProduce(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Res
 	if txnDenied {
 		code = codeTxnIDAuthorizationFailed
 	}
-	var resp *kmsg.ProduceResponse
-	if len(kept) > 0 {
-		r.Topics = kept
-		out, err := next(r)
-		if err != nil {
-			return out, err
-		}
-		resp = out.(*kmsg.ProduceResponse)
-	} else {
-		resp = r.ResponseKind().(*kmsg.ProduceResponse)
+	r.Topics = kept
+	out, err := serveKept(r, len(kept) > 0, next)
+	if err != nil {
+		return out, err
 	}
+	resp := out.(*kmsg.ProduceResponse)
 	for _, rt := range denied {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
@@ -111,14 +101,9 @@ func authzFetch(dp *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Resp
 // authzListOffsets: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED.
 func authzListOffsets(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.ListOffsetsRequest)
-	var kept, denied []kmsg.ListOffsetsRequestTopic
-	for _, rt := range r.Topics {
-		if z.allowed(OpDescribe, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.ListOffsetsRequestTopic) bool {
+		return z.allowed(OpDescribe, ResourceTopic, rt.Topic)
+	})
 	if len(denied) == 0 {
 		return next(r)
 	}
@@ -148,14 +133,9 @@ func authzOffsetForLeaderEpoch(_ *DataPlane, z *authz, req kmsg.Request, next ne
 	if z.allowed(OpClusterAction, ResourceCluster, ClusterName) {
 		return next(r)
 	}
-	var kept, denied []kmsg.OffsetForLeaderEpochRequestTopic
-	for _, rt := range r.Topics {
-		if z.allowed(OpDescribe, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.OffsetForLeaderEpochRequestTopic) bool {
+		return z.allowed(OpDescribe, ResourceTopic, rt.Topic)
+	})
 	if len(denied) == 0 {
 		return next(r)
 	}
@@ -238,25 +218,15 @@ func authzMetadata(dp *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.R
 func authzCreateTopics(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.CreateTopicsRequest)
 	cluster := z.allowed(OpCreate, ResourceCluster, ClusterName)
-	var kept, denied []kmsg.CreateTopicsRequestTopic
-	for _, rt := range r.Topics {
-		if cluster || z.allowed(OpCreate, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.CreateTopicsRequestTopic) bool {
+		return cluster || z.allowed(OpCreate, ResourceTopic, rt.Topic)
+	})
 	r.Topics = kept
-	var resp *kmsg.CreateTopicsResponse
-	if len(kept) > 0 {
-		out, err := next(r)
-		if err != nil {
-			return out, err
-		}
-		resp = out.(*kmsg.CreateTopicsResponse)
-	} else {
-		resp = r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	out, err := serveKept(r, len(kept) > 0, next)
+	if err != nil {
+		return out, err
 	}
+	resp := out.(*kmsg.CreateTopicsResponse)
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		if t.ErrorCode == 0 && !z.allowed(OpDescribeConfigs, ResourceTopic, t.Topic) {

@@ -43,14 +43,9 @@ func authzFindCoordinator(_ *DataPlane, z *authz, req kmsg.Request, next next) (
 func authzOffsetCommit(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.OffsetCommitRequest)
 	groupOK := z.allowed(OpRead, ResourceGroup, r.Group)
-	var kept, denied []kmsg.OffsetCommitRequestTopic
-	for _, rt := range r.Topics {
-		if groupOK && z.allowed(OpRead, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.OffsetCommitRequestTopic) bool {
+		return groupOK && z.allowed(OpRead, ResourceTopic, rt.Topic)
+	})
 	if len(denied) == 0 && groupOK {
 		return next(r)
 	}
@@ -58,17 +53,12 @@ func authzOffsetCommit(_ *DataPlane, z *authz, req kmsg.Request, next next) (kms
 	if !groupOK {
 		code = codeGroupAuthorizationFailed
 	}
-	var resp *kmsg.OffsetCommitResponse
-	if len(kept) > 0 {
-		r.Topics = kept
-		out, err := next(r)
-		if err != nil {
-			return out, err
-		}
-		resp = out.(*kmsg.OffsetCommitResponse)
-	} else {
-		resp = r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	r.Topics = kept
+	out, err := serveKept(r, len(kept) > 0, next)
+	if err != nil {
+		return out, err
 	}
+	resp := out.(*kmsg.OffsetCommitResponse)
 	for _, rt := range denied {
 		t := kmsg.NewOffsetCommitResponseTopic()
 		t.Topic = rt.Topic

@@ -114,28 +114,18 @@ func authzTxnOffsetCommit(_ *DataPlane, z *authz, req kmsg.Request, next next) (
 	case !z.allowed(OpRead, ResourceGroup, r.Group):
 		all = codeGroupAuthorizationFailed
 	}
-	var kept, denied []kmsg.TxnOffsetCommitRequestTopic
-	for _, rt := range r.Topics {
-		if all == 0 && z.allowed(OpRead, ResourceTopic, rt.Topic) {
-			kept = append(kept, rt)
-		} else {
-			denied = append(denied, rt)
-		}
-	}
+	kept, denied := split(r.Topics, func(rt kmsg.TxnOffsetCommitRequestTopic) bool {
+		return all == 0 && z.allowed(OpRead, ResourceTopic, rt.Topic)
+	})
 	if len(denied) == 0 && all == 0 {
 		return next(r)
 	}
-	var resp *kmsg.TxnOffsetCommitResponse
-	if len(kept) > 0 {
-		r.Topics = kept
-		out, err := next(r)
-		if err != nil {
-			return out, err
-		}
-		resp = out.(*kmsg.TxnOffsetCommitResponse)
-	} else {
-		resp = r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	r.Topics = kept
+	out, err := serveKept(r, len(kept) > 0, next)
+	if err != nil {
+		return out, err
 	}
+	resp := out.(*kmsg.TxnOffsetCommitResponse)
 	code := all
 	if code == 0 {
 		code = codeTopicAuthorizationFailed
