@@ -2,12 +2,10 @@ package bench
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
-	"os"
 	"strings"
 )
 
@@ -18,35 +16,10 @@ const (
 )
 
 func writeLatencyOutputs(cfg *LatencyConfig, rep *LatencyReport) error {
-	if cfg.ResultsJSON != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := writeFile(cfg.ResultsJSON, append(data, '\n')); err != nil {
-			return err
-		}
-	}
-	if cfg.Chart != "" {
-		img, err := LatencyChart(rep)
-		if err != nil {
-			return err
-		}
-		if err := writeFile(cfg.Chart, img); err != nil {
-			return err
-		}
-	}
-	if cfg.Markdown != "" {
-		old, err := os.ReadFile(cfg.Markdown)
-		if err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("bench: %w", err)
-		}
-		doc := spliceBetween(old, LatencyMarkdownBegin, LatencyMarkdownEnd, LatencyMarkdownSection(rep))
-		if err := writeFile(cfg.Markdown, doc); err != nil {
-			return err
-		}
-	}
-	return nil
+	return outputs{json: cfg.ResultsJSON, chart: cfg.Chart, markdown: cfg.Markdown,
+		begin: LatencyMarkdownBegin, end: LatencyMarkdownEnd}.write(rep,
+		func() ([]byte, error) { return LatencyChart(rep) },
+		func() string { return LatencyMarkdownSection(rep) })
 }
 
 // RenderLatency rewrites cfg.Markdown and cfg.Chart from an earlier run's

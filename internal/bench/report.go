@@ -26,30 +26,45 @@ func Render(cfg Config, rep *Report) error {
 }
 
 func writeOutputs(cfg *Config, rep *Report) error {
-	if cfg.ResultsJSON != "" {
+	return outputs{json: cfg.ResultsJSON, chart: cfg.Chart, markdown: cfg.Markdown,
+		begin: MarkdownBegin, end: MarkdownEnd}.write(rep, func() ([]byte, error) { return Chart(rep) },
+		func() string { return MarkdownSection(rep) })
+}
+
+// outputs are the files a run writes: its report as JSON, a chart and a
+// generated section of a Markdown document between the begin and end markers
+// (an empty path: not written).
+type outputs struct {
+	json, chart, markdown string
+	begin, end            string
+}
+
+// write writes rep, the chart it renders and its Markdown section.
+func (o outputs) write(rep any, chart func() ([]byte, error), section func() string) error {
+	if o.json != "" {
 		data, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
-		if err := writeFile(cfg.ResultsJSON, append(data, '\n')); err != nil {
+		if err := writeFile(o.json, append(data, '\n')); err != nil {
 			return err
 		}
 	}
-	if cfg.Chart != "" {
-		png, err := Chart(rep)
+	if o.chart != "" {
+		img, err := chart()
 		if err != nil {
 			return err
 		}
-		if err := writeFile(cfg.Chart, png); err != nil {
+		if err := writeFile(o.chart, img); err != nil {
 			return err
 		}
 	}
-	if cfg.Markdown != "" {
-		old, err := os.ReadFile(cfg.Markdown)
+	if o.markdown != "" {
+		old, err := os.ReadFile(o.markdown)
 		if err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("bench: %w", err)
 		}
-		if err := writeFile(cfg.Markdown, SpliceMarkdown(old, MarkdownSection(rep))); err != nil {
+		if err := writeFile(o.markdown, spliceBetween(old, o.begin, o.end, section())); err != nil {
 			return err
 		}
 	}
