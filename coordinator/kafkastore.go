@@ -18,6 +18,11 @@ import (
 // state.
 type CleanupPolicyError = compacted.CleanupPolicyError
 
+// LostError is the refusal of a Load whose next records were deleted under it (the
+// state topic's log start moved past them: DeleteRecords by an operator); the latest
+// states of those keys are gone, so the load fails instead of skipping them.
+type LostError = compacted.LostError
+
 // KafkaStore is a Store on a compacted Kafka topic, written through sarama
 // (package internal/compacted holds the topic check, the replay and the
 // transactional producers).

@@ -27,7 +27,8 @@ type Config struct {
 	// Sarama is the base client config (TLS, SASL, timeouts, version); the Log copies it
 	// and never changes it. The replay fetches with a franz-go client that takes over
 	// its ClientID, Net.DialTimeout, Net.TLS and Net.SASL (PLAIN, SCRAM-SHA-256 or
-	// SCRAM-SHA-512); other SASL mechanisms are refused with a *ConnSettingError. Nil means sarama.NewConfig with DefaultKafkaVersion.
+	// SCRAM-SHA-512); other SASL mechanisms are refused with a *ConnSettingError. Nil
+	// means sarama.NewConfig with DefaultKafkaVersion.
 	Sarama *sarama.Config
 	// Topic is the topic of the log (required).
 	Topic string
@@ -50,6 +51,11 @@ type Config struct {
 	// OFFSET_OUT_OF_RANGE, a created topic without leaders); the budget starts again
 	// after each step that makes progress. Default DefaultRetryTimeout.
 	RetryTimeout time.Duration
+	// OnLost, when set, accepts that a replay passes offsets [from, to) deleted under it
+	// (the log start moved past them): it is called with the range and the replay goes
+	// on from the log start. Nil refuses such a replay with a *LostError: nothing is
+	// skipped silently.
+	OnLost func(partition int32, from, to int64)
 }
 
 // withDefaults returns c with the defaults filled in; c itself is not changed.

@@ -25,10 +25,30 @@ var (
 	ErrClosed = errors.New("compacted: closed")
 	// ErrReplay wraps the failures of a replay that are not the callback's own.
 	ErrReplay = errors.New("compacted: replay")
+	// ErrLost is matched by a *LostError: a replay found its next offsets deleted.
+	ErrLost = errors.New("compacted: replayed offsets were deleted")
 	// ErrUnsupportedConn is matched by a ConnSettingError: a connection setting of
 	// Config.Sarama the replay's client cannot take over.
 	ErrUnsupportedConn = errors.New("compacted: unsupported connection setting")
 )
+
+// LostError refuses a replay whose next offsets were deleted under it: the log start
+// moved past them (DeleteRecords, or retention on a topic whose policy was changed), so
+// the latest values of their keys are gone for every reader. It matches ErrReplay and
+// ErrLost. A Config.OnLost accepts the loss instead (it is then reported there).
+type LostError struct {
+	Topic     string
+	Partition int32
+	From, To  int64 // the offsets [From, To) that could not be read
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("compacted: replay of %s-%d: offsets [%d, %d) were deleted (log start moved to %d) before they were read",
+		e.Topic, e.Partition, e.From, e.To, e.To)
+}
+
+// Is makes a LostError match ErrReplay and ErrLost.
+func (e *LostError) Is(target error) bool { return target == ErrReplay || target == ErrLost }
 
 // CleanupPolicyError refuses an existing topic whose cleanup.policy is not exactly
 // compact: delete alone loses every value to retention, and compact,delete loses the

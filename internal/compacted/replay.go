@@ -25,9 +25,10 @@ const (
 // state, are passed by their last offset.
 //
 // Leader errors, network errors and OFFSET_OUT_OF_RANGE are retried after a metadata
-// refresh with a bounded backoff (Config.RetryTimeout per stalled step); an
-// OFFSET_OUT_OF_RANGE whose log start is past the fetch offset moves on to the log start
-// (the records below it are gone for every reader, as if the replay had started later).
+// refresh with a bounded backoff (Config.RetryTimeout per stalled step). An
+// OFFSET_OUT_OF_RANGE whose log start is past the fetch offset means records were
+// deleted under the replay: it fails with a *LostError naming the range, unless
+// Config.OnLost accepts the loss (then the replay goes on from the log start).
 // A replica that answers without any batch below the end is retried like a leader error
 // (the replay never ends on a guess).
 //
@@ -97,11 +98,17 @@ func (rp *replay) run(ctx context.Context, start, end int64, fn func(int64, []by
 	return nil
 }
 
-// outOfRange handles an OFFSET_OUT_OF_RANGE at next: it returns the log start when the
-// log start moved past next, and next again after a backoff otherwise (a new leader
-// whose high watermark is behind).
+// outOfRange handles an OFFSET_OUT_OF_RANGE at next: when the log start moved past
+// next it refuses the loss (*LostError) or, with Config.OnLost, reports it and returns
+// the log start; otherwise it returns next again after a backoff (a new leader whose
+// high watermark is behind).
 func (rp *replay) outOfRange(ctx context.Context, ans fetchAnswer, next int64) (int64, error) {
 	if ans.logStart > next {
+		lost := &LostError{Topic: rp.l.cfg.Topic, Partition: rp.partition, From: next, To: ans.logStart}
+		if rp.l.cfg.OnLost == nil {
+			return 0, lost
+		}
+		rp.l.cfg.OnLost(rp.partition, lost.From, lost.To)
 		rp.retry.reset()
 		return ans.logStart, nil
 	}

@@ -309,3 +309,79 @@ func TestReplayCorruptAnswer(t *testing.T) {
 	require.Equal(t, 1, hits())
 	require.Equal(t, []replayed{{0, "a", "1", false}, {2, "b", "1", false}}, got)
 }
+
+// fakeOutOfRangeAt answers the first fetch of state-0 at offset at with
+// OFFSET_OUT_OF_RANGE and the log start logStart: records deleted under the replay.
+func fakeOutOfRangeAt(c *kfake.Cluster, at, logStart int64) func() int {
+	answered := 0
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.FetchRequest)
+		if answered > 0 || len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 ||
+			req.Topics[0].Partitions[0].FetchOffset != at {
+			return nil, nil, false
+		}
+		answered++
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = "state", req.Topics[0].TopicID
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.ErrorCode = kerr.OffsetOutOfRange.Code
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, logStart
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	return func() int { return answered }
+}
+
+// TestReplayLostRange: records deleted under a replay (the log start moved past its next
+// offset) are never skipped silently: the replay fails with a *LostError naming the
+// range, or, when Config.OnLost accepts the loss, reports the range there and goes on
+// from the log start.
+func TestReplayLostRange(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	cfg := testConfig(c.ListenAddrs(), "state", 1)
+	cfg.FetchMaxBytes = 1 // one batch per fetch
+	l := openLog(t, cfg)
+	p := newProducer(t, l, "w", 0)
+	var offs []int64
+	for i := range 6 {
+		o, err := p.Append(ctx, recs(fmt.Sprintf("k%d", i), "v"))
+		require.NoError(t, err)
+		offs = append(offs, o[0])
+	}
+	from, to := offs[2], offs[4] // the third and fourth records are "deleted"
+
+	answered := fakeOutOfRangeAt(c, from, to)
+	got, err := tryReplay(ctx, l, 0)
+	require.Equal(t, 1, answered())
+	var lost *LostError
+	require.ErrorAs(t, err, &lost)
+	require.ErrorIs(t, err, ErrReplay)
+	require.ErrorIs(t, err, ErrLost)
+	require.Equal(t, LostError{Topic: "state", Partition: 0, From: from, To: to}, *lost)
+	require.Equal(t, []int64{offs[0], offs[1]}, offsetsOf(got), "nothing past the hole is applied")
+
+	type hole struct {
+		partition int32
+		from, to  int64
+	}
+	var holes []hole
+	cfg.OnLost = func(partition int32, from, to int64) { holes = append(holes, hole{partition, from, to}) }
+	l2 := openLog(t, cfg)
+	answered = fakeOutOfRangeAt(c, from, to)
+	got, err = tryReplay(ctx, l2, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, answered())
+	require.Equal(t, []hole{{0, from, to}}, holes)
+	require.Equal(t, []int64{offs[0], offs[1], offs[4], offs[5]}, offsetsOf(got))
+}
+
+func offsetsOf(rs []replayed) []int64 {
+	var out []int64
+	for _, r := range rs {
+		out = append(out, r.Offset)
+	}
+	return out
+}

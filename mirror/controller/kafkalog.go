@@ -29,6 +29,12 @@ var (
 // state silently gone.
 type CleanupPolicyError = compacted.CleanupPolicyError
 
+// LostError is the refusal of a Load whose next records were deleted under it (the
+// controller topic's log start moved past them: DeleteRecords by an operator); the
+// mirror definitions or desired states they held are gone, so the load fails instead of
+// skipping them.
+type LostError = compacted.LostError
+
 // KafkaControllerLog is a ControllerLog on a compacted, single-partition Kafka topic
 // (package internal/compacted holds the topic check, the replay and the transactional
 // producer).
