@@ -61,14 +61,7 @@ func SourceFactoryFor(conns ConnectionFunc) SourceFactory {
 			_ = src.Close()
 			return nil, nil, err
 		}
-		// Share groups (Kafka 4.x) through kmsg, over the same connection.
-		shares, err := metasync.NewKafkaShareSource(append(opts[:len(opts):len(opts)], kgo.ClientID("kmirror-"+name+"-shares"))...)
-		if err != nil {
-			_ = src.Close()
-			_ = sa.Close()
-			return nil, nil, err
-		}
-		return src, &metasync.KafkaSourceAdminWithShares{KafkaSourceAdmin: sa, Shares: shares}, nil
+		return src, sa, nil
 	}
 }
 

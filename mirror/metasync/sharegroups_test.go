@@ -81,11 +81,8 @@ func TestShareGroupSyncOnKfake(t *testing.T) {
 	require.NoError(t, ctl.CreateMirror(ctx, "m", map[string]string{controller.KeyBootstrapServers: kc.ListenAddrs()[0],
 		controller.KeyTopicsInclude: ".*", controller.KeyGroupsExclude: "skip.*"}))
 	mc, _ := ctl.Mirror("m")
-	sa, err := NewKafkaSourceAdmin(mc.Config)
+	src, err := NewKafkaSourceAdmin(mc.Config)
 	require.NoError(t, err)
-	shares, err := NewKafkaShareSource(kgo.SeedBrokers(kc.ListenAddrs()...))
-	require.NoError(t, err)
-	src := &KafkaSourceAdminWithShares{KafkaSourceAdmin: sa, Shares: shares}
 	defer src.Close()
 	d := localdest.NewMemory("dst", fetcher.MemoryLogOptions{})
 	s, err := NewSyncer(SyncConfig{Mirror: "m", Controller: ctl, Source: src, Destination: d})

@@ -192,32 +192,41 @@ func (s *KafkaShareSource) checkShareAPIs(ctx context.Context) error {
 	return nil
 }
 
-// KafkaSourceAdminWithShares is a KafkaSourceAdmin whose share-group reads go through a
-// KafkaShareSource: the SourceAdmin mirror.DefaultSourceFactory builds. Close closes
-// both.
-type KafkaSourceAdminWithShares struct {
-	*KafkaSourceAdmin
-	Shares *KafkaShareSource
+// A KafkaSourceAdmin reads share groups too, over its own client (one client per
+// source: its Connection, dialer and SASL apply).
+var _ ShareGroupSource = (*KafkaSourceAdmin)(nil)
+
+// shares is the share-group reader over the admin's client; it owns nothing.
+func (a *KafkaSourceAdmin) shares(ctx context.Context) (*KafkaShareSource, error) {
+	if err := a.usable(ctx); err != nil {
+		return nil, err
+	}
+	return &KafkaShareSource{cl: a.cl}, nil
 }
 
-var _ ShareGroupSource = (*KafkaSourceAdminWithShares)(nil)
-
 // ShareGroupNames implements ShareGroupSource.
-func (a *KafkaSourceAdminWithShares) ShareGroupNames(ctx context.Context) ([]string, error) {
-	return a.Shares.ShareGroupNames(ctx)
+func (a *KafkaSourceAdmin) ShareGroupNames(ctx context.Context) ([]string, error) {
+	s, err := a.shares(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.ShareGroupNames(ctx)
 }
 
 // InactiveShareGroups implements ShareGroupSource.
-func (a *KafkaSourceAdminWithShares) InactiveShareGroups(ctx context.Context) ([]string, error) {
-	return a.Shares.InactiveShareGroups(ctx)
+func (a *KafkaSourceAdmin) InactiveShareGroups(ctx context.Context) ([]string, error) {
+	s, err := a.shares(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.InactiveShareGroups(ctx)
 }
 
 // ShareStartOffsets implements ShareGroupSource.
-func (a *KafkaSourceAdminWithShares) ShareStartOffsets(ctx context.Context, group string) (map[dest.TopicPartition]int64, error) {
-	return a.Shares.ShareStartOffsets(ctx, group)
-}
-
-// Close implements SourceAdmin: it closes the admin and the share-group client.
-func (a *KafkaSourceAdminWithShares) Close() error {
-	return errors.Join(a.KafkaSourceAdmin.Close(), a.Shares.Close())
+func (a *KafkaSourceAdmin) ShareStartOffsets(ctx context.Context, group string) (map[dest.TopicPartition]int64, error) {
+	s, err := a.shares(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.ShareStartOffsets(ctx, group)
 }
