@@ -46,7 +46,7 @@ func TestDesignFileMapPathsExist(t *testing.T) {
 			continue
 		}
 		dir, _, _ := strings.Cut(strings.Trim(strings.TrimSpace(cells[1]), "`"), "`") // the first of "`a/`, `b/`"
-		if strings.HasSuffix(dir, ".go") { // a row about one top-level file
+		if strings.HasSuffix(dir, ".go") {                                            // a row about one top-level file
 			if _, err := os.Stat(filepath.Join(repoRoot, dir)); err != nil {
 				t.Errorf("file map row %q: %v", dir, err)
 			}
