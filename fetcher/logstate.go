@@ -221,8 +221,9 @@ func bumpEpoch(cur, min int32) (int32, error) {
 
 // stampLeader validates one control/data batch for AppendAsLeader at the log
 // end and returns a copy stamped with the log end and the leader epoch. A data
-// batch is refused while the log is read-only.
-func (s *logState) stampLeader(batch []byte) ([]byte, error) {
+// batch is refused while the log is read-only, and so is a control batch when
+// onlyWritable is set (AppendAsLeaderIfWritable).
+func (s *logState) stampLeader(batch []byte, onlyWritable bool) ([]byte, error) {
 	base, leaderEpoch := s.logEnd, s.leaderEpoch
 	b, err := records.ParseBatch(batch)
 	if err != nil {
@@ -231,7 +232,7 @@ func (s *logState) stampLeader(batch []byte) ([]byte, error) {
 	if len(b) != len(batch) {
 		return nil, fmt.Errorf("%w: AppendAsLeader takes exactly one batch (%d trailing bytes)", ErrInvalidBatch, len(batch)-len(b))
 	}
-	if s.readOnly && !b.Attributes().IsControl() {
+	if s.readOnly && (onlyWritable || !b.Attributes().IsControl()) {
 		return nil, ErrReadOnly
 	}
 	cp := records.Batch(append([]byte(nil), batch...))

@@ -52,6 +52,13 @@ type TxnMarker struct {
 	CoordinatorEpoch int32
 	// Timestamp is the marker's timestamp in milliseconds.
 	Timestamp int64
+	// OnlyIfWritable refuses the marker with an error Is(ErrReadOnly) while the log
+	// is read-only (a mirror partition that is not STOPPED), nothing appended: set
+	// for the markers of a transaction of a client of this site, never for the
+	// library's own (STOPPING's ABORT markers). The check is atomic with the append
+	// on a log implementing WritableAppender (MemoryLog, FileLog); on another Log it
+	// is made just before the append.
+	OnlyIfWritable bool
 }
 
 // WriteTxnMarker appends, as leader (at the log's LeaderEpoch), the COMMIT or
@@ -74,6 +81,15 @@ func WriteTxnMarker(log Log, m TxnMarker) (int64, error) {
 	}
 	batch := records.BuildControlBatch(records.ControlBatchSpec{Type: typ, ProducerID: m.ProducerID,
 		ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch, Timestamp: m.Timestamp})
+	if !m.OnlyIfWritable {
+		return log.AppendAsLeader(batch)
+	}
+	if wa, ok := log.(WritableAppender); ok {
+		return wa.AppendAsLeaderIfWritable(batch)
+	}
+	if log.ReadOnly() {
+		return -1, ErrReadOnly
+	}
 	return log.AppendAsLeader(batch)
 }
 

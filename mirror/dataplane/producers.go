@@ -129,22 +129,24 @@ func (pp *partProducers) check(b records.Batch) (dup int64, code int16) {
 	return -1, fetcher.CodeNone
 }
 
-// initProducerID serves InitProducerId. For an idempotent producer: a fresh
-// id at epoch 0, or (v3+, KIP-360) the same id at the next epoch when the
-// producer passes its current one. A transactional id goes to the
-// transaction coordinator (initTxnProducer).
-func (dp *DataPlane) initProducerID(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+// initProducerID serves InitProducerId. An idempotent producer (no
+// transactional id) gets a fresh id at epoch 0 on every call, whatever id and
+// epoch it passes, as Kafka's coordinator answers it: a client never picks
+// its id, so it cannot take on the id of a mirrored producer. A
+// transactional id goes to the transaction coordinator (initTxnProducer).
+func (dp *DataPlane) initProducerID(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		dp.initTxnProducer(r, resp)
+		dp.initTxnProducer(ctx, r, resp)
 		return resp, nil
 	}
-	if r.Version >= 3 && r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
-		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1
+	pid, err := dp.pids.id(ctx)
+	if err != nil {
+		resp.ErrorCode = pidCode(err)
 		return resp, nil
 	}
-	resp.ProducerID, resp.ProducerEpoch = dp.nextPID.Add(1)-1, 0
+	resp.ProducerID, resp.ProducerEpoch = pid, 0
 	return resp, nil
 }
