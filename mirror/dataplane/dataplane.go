@@ -116,10 +116,10 @@ type Config struct {
 // DataPlane serves a Destination over the Kafka protocol; see the package
 // documentation.
 type DataPlane struct {
-	cfg     Config
-	dst     mirror.Destination
-	writer  Writer
-	pids    *pidAllocator
+	cfg    Config
+	dst    mirror.Destination
+	writer Writer
+	pids   *pidAllocator
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced on every append through Produce
