@@ -49,6 +49,15 @@ type (
 	UnwritableRootError = localdest.UnwritableRootError
 )
 
+// ProducerIDBlockSize is dest.ProducerIDBlockSize: the ids in one producer-id block.
+const ProducerIDBlockSize = dest.ProducerIDBlockSize
+
+// LocalProducerIDRange is dest.LocalProducerIDRange: the range a destination with
+// clusterID allocates its clients' producer ids from.
+func LocalProducerIDRange(clusterID string) (first, limit int64) {
+	return dest.LocalProducerIDRange(clusterID)
+}
+
 // ErrProducerIDsExhausted is dest.ErrProducerIDsExhausted: a ProducerIDAllocator's
 // range has no room for another block.
 var ErrProducerIDsExhausted = dest.ErrProducerIDsExhausted
