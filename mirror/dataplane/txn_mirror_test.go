@@ -358,7 +358,7 @@ func TestTxnPartitionBecameMirror(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, records.ControlAbort, ct, "the writable partition is aborted, not committed")
 	require.Equal(t, before, snapLog(t, lb), "the mirror partition gets no marker")
-	require.Equal(t, int16(0), x.end(4, false))   // the client's abort
+	require.Equal(t, int16(0), x.end(4, false))           // the client's abort
 	require.Equal(t, codeInvalidTxnState, x.end(4, true)) // it was aborted
 	require.Equal(t, int64(3), la.LogEndOffset())
 	require.Equal(t, before, snapLog(t, lb))
