@@ -2,7 +2,7 @@
 // (OpenFile, the embedded default, one FileLog directory per partition under a locked
 // root) or in memory (NewMemory, for tests and simulations). It implements
 // dest.Destination and the optional dest.GroupOffsets, dest.ClientAdmin,
-// dest.ACLStore, dest.ShareGroupOffsets and dest.ReplicaPlacement. Package mirror re-exports it as mirror.LocalDestination.
+// dest.ACLStore, dest.ShareGroupOffsets, dest.ReplicaPlacement and dest.ProducerIDAllocator. Package mirror re-exports it as mirror.LocalDestination.
 package localdest
 
 import (
