@@ -66,7 +66,8 @@ type TxnMarker struct {
 // leader appends a marker sent by a transaction coordinator (WriteTxnMarkers):
 // a transactional control batch of that producer and epoch with one control
 // record. A producer with no open transaction, or a marker epoch below the
-// transaction's, is refused with a *MarkerError and nothing is appended.
+// transaction's, is refused with a *MarkerError and nothing is appended; so is a
+// marker with OnlyIfWritable into a read-only log, with an error Is(ErrReadOnly).
 func WriteTxnMarker(log Log, m TxnMarker) (int64, error) {
 	open, ok := openTxnOf(log, m.ProducerID)
 	if !ok {
