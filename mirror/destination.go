@@ -52,6 +52,10 @@ type (
 // ProducerIDBlockSize is dest.ProducerIDBlockSize: the ids in one producer-id block.
 const ProducerIDBlockSize = dest.ProducerIDBlockSize
 
+// LocalProducerIDRangeSize is dest.LocalProducerIDRangeSize: the ids of one site's
+// local range.
+const LocalProducerIDRangeSize = dest.LocalProducerIDRangeSize
+
 // LocalProducerIDRange is dest.LocalProducerIDRange: the range a destination with
 // clusterID allocates its clients' producer ids from.
 func LocalProducerIDRange(clusterID string) (first, limit int64) {

@@ -200,6 +200,9 @@ func TestTxnMirrorPartitionUntouchable(t *testing.T) {
 	// InitProducerId passing the mirrored id, with and without a
 	// transactional id, hands out ids of B's own range only.
 	first, limit := mirror.LocalProducerIDRange("mirror-cluster")
+	srcFirst, _ := mirror.LocalProducerIDRange("source-cluster")
+	require.NotEqual(t, first, srcFirst, "the two sites allocate from different slots")
+	require.True(t, m.pid >= srcFirst && m.pid < srcFirst+mirror.LocalProducerIDRangeSize, "the source is a kmirror site: its ids lie in its own slot")
 	init := x.initPID(&x.id, m.pid, m.pepoch)
 	require.Equal(t, int16(0), init.ErrorCode)
 	x.pid, x.epoch = init.ProducerID, init.ProducerEpoch
