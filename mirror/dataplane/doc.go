@@ -18,7 +18,9 @@
 //     OffsetForLeaderEpoch;
 //   - Produce (acks 0, 1, all) through a Writer, which refuses read-only
 //     partitions with READ_ONLY_TOPIC, with idempotent-producer sequence
-//     checks and InitProducerId;
+//     checks against the producer state the log keeps
+//     (fetcher.ProducerStateReader: nothing is scanned at the first produce
+//     after a failover or a restart), and InitProducerId;
 //   - transactional producers as kgo and the Java client use them by
 //     default (transaction version 1: explicit AddPartitionsToTxn), with
 //     ListTransactions and DescribeTransactions: see Transactions below;
