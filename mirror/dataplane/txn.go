@@ -77,6 +77,12 @@ type txnEntry struct {
 	// markerPID the producer id they belong to.
 	markerEpoch int16
 	markerPID   int64
+	// skipped counts the partitions of the transaction being completed that
+	// got no marker because they became mirror partitions; partialCommit
+	// says the last transaction committed with such a partition, so a retry
+	// of its EndTxn is answered as the first one was.
+	skipped       int
+	partialCommit bool
 	// prevPID and prevEpoch are the producer id and epoch before the last
 	// bump, so a retried InitProducerId whose answer was lost is recognised.
 	prevPID   int64
@@ -89,6 +95,7 @@ func (e *txnEntry) resetTxn() {
 	e.data = map[mirror.TopicPartition]int64{}
 	e.groups = map[string]bool{}
 	e.offsets = map[string]map[mirror.TopicPartition]int64{}
+	e.skipped, e.partialCommit = 0, false
 }
 
 // begin moves an idle entry to Ongoing (the first partition or group of a

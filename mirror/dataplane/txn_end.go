@@ -92,7 +92,8 @@ func (e *txnEntry) prepare(commit bool) {
 // CompleteCommit/CompleteAbort. Each done step is forgotten, so after an
 // error a later call resumes where this one stopped (the entry stays in its
 // Prepare state meanwhile). A partition that became a mirror partition
-// (read-only) since gets no marker and is forgotten: it returns how many.
+// (read-only) since gets no marker and is forgotten: it returns how many,
+// over every call that worked on this completion.
 // Called with e.op held; reason is non-zero for a site-initiated abort.
 func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) (skipped int, err error) {
 	e.mu.Lock()
@@ -116,9 +117,11 @@ func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) (skipped int, err
 			Timestamp: time.Now().UnixMilli(), OnlyIfWritable: true}, ours)
 		switch {
 		case errors.Is(err, fetcher.ErrReadOnly):
-			skipped++
+			e.mu.Lock()
+			e.skipped++
+			e.mu.Unlock()
 		case err != nil:
-			return skipped, fmt.Errorf("dataplane: transaction %q: marker in %s-%d: %w", e.id, tp.Topic, tp.Partition, err)
+			return 0, fmt.Errorf("dataplane: transaction %q: marker in %s-%d: %w", e.id, tp.Topic, tp.Partition, err)
 		case ev != nil && reason != 0 && dp.cfg.OnTxnAbort != nil:
 			ev.Reason, ev.TransactionalID = reason, e.id
 			dp.cfg.OnTxnAbort(*ev)
@@ -129,7 +132,7 @@ func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) (skipped int, err
 	}
 	if commit {
 		if err := dp.commitStaged(e); err != nil {
-			return skipped, err
+			return 0, err
 		}
 	}
 	e.mu.Lock()
@@ -138,7 +141,9 @@ func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) (skipped int, err
 	if commit {
 		e.state = txnCompleteCommit
 	}
+	skipped = e.skipped
 	e.resetTxn()
+	e.partialCommit = commit && skipped > 0
 	return skipped, nil
 }
 

@@ -409,7 +409,7 @@ func TestTxnCompleteSkipsPartitionTurnedMirror(t *testing.T) {
 	require.Equal(t, 1, skipped)
 	requireClosed(t, s, "a", 1)
 	require.Equal(t, before, snapLog(t, lb))
-	require.Equal(t, int16(0), x.end(4, true)) // the retry finds it CompleteCommit
+	require.Equal(t, int16(admin.CodeReadOnlyTopic), x.end(4, true)) // a retry is told what the commit missed
 
 	// The marker path itself refuses a read-only partition.
 	_, err = s.dp.writeMarker(mirror.TopicPartition{Topic: "b"}, fetcher.TxnMarker{ProducerID: x.pid, ProducerEpoch: x.epoch,

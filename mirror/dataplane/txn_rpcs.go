@@ -220,8 +220,9 @@ func (dp *DataPlane) addOffsetsToTxn(_ context.Context, req kmsg.Request) (kmsg.
 // divergence from the source, or STOPPING aborts them with every open
 // transaction. If the partition turns read-only while the commit's markers
 // are being written, the others are committed and the answer is
-// READ_ONLY_TOPIC: the client learns that the commit did not reach every
-// partition. An ABORT skips such a partition and answers NONE.
+// READ_ONLY_TOPIC, and so is every retry of that EndTxn: the client learns
+// that the commit did not reach every partition. An ABORT skips such a
+// partition and answers NONE.
 func (dp *DataPlane) endTxn(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
@@ -241,6 +242,9 @@ func (dp *DataPlane) endTxn(_ context.Context, req kmsg.Request) (kmsg.Response,
 		downgraded = r.Commit && dp.wroteToMirror(e)
 		e.prepare(r.Commit && !downgraded)
 	case state == txnCompleteCommit && r.Commit, state == txnCompleteAbort && !r.Commit:
+		if state == txnCompleteCommit && e.partialCommit {
+			resp.ErrorCode = int16(admin.CodeReadOnlyTopic) // as the first answer was
+		}
 		e.mu.Unlock()
 		return resp, nil
 	case state == txnPrepareCommit && r.Commit, state == txnPrepareAbort && !r.Commit:
