@@ -417,3 +417,50 @@ func TestTxnCompleteSkipsPartitionTurnedMirror(t *testing.T) {
 	require.ErrorIs(t, err, fetcher.ErrReadOnly)
 	require.Equal(t, before, snapLog(t, lb))
 }
+
+// TestLocalIDEqualToMirroredAfterFailover: after a failover the partition
+// holds mirrored batches of producer P, then STOPPING's ABORT of P's open
+// transaction and MIRROR_PID_RESET. A local producer that gets the same id
+// (an allocator sharing the source's slot) is a new producer there: it
+// starts at sequence 0 and its transaction commits with its own marker,
+// leaving the mirrored records aborted. Without the barrier (a partition
+// that never stopped, made writable by hand) the same batch is refused as
+// out of sequence: the barrier, not the number, separates them.
+func TestLocalIDEqualToMirroredAfterFailover(t *testing.T) {
+	s := startSite(t, Config{})
+	const pid = int64(4242)
+	for _, topic := range []string{"stopped", "nobarrier"} {
+		s.topic(t, topic, 1)
+		l := s.log(t, topic, 0)
+		require.NoError(t, s.dst.SetReadOnly(topic, 0, true))
+		require.NoError(t, l.Append(dataBatchEpoch(t, 0, 0, 3, pid, 0, 0, false)))
+		require.NoError(t, l.Append(dataBatchEpoch(t, 3, 0, 2, pid, 0, 3, true))) // open on the source
+		if topic == "stopped" {
+			_, err := fetcher.AbortOpenTransactions(l, 7)
+			require.NoError(t, err)
+			_, err = l.AppendAsLeader(records.BuildControlBatch(records.ControlBatchSpec{ProducerID: -1, ProducerEpoch: -1,
+				Type: records.ControlMirrorPIDReset, Timestamp: 7}))
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.dst.SetReadOnly(topic, 0, false))
+	}
+	dp, err := New(Config{Destination: s.dst, AdvertisedHost: "h", AdvertisedPort: 1, ProducerIDs: &fixedIDs{next: pid}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dp.Close()) }()
+
+	x := &rawTxn{t: t, dp: dp, id: "local"}
+	require.Equal(t, int16(0), x.init())
+	require.Equal(t, pid, x.pid)
+	require.Equal(t, codeInvalidTxnState, x.produce("nobarrier", 0, 0, 1).ErrorCode, "not added")
+	require.Equal(t, []int16{0, 0}, append(x.add("stopped", 0), x.add("nobarrier", 0)...))
+	req := produceReq("stopped", 0, dataBatchEpoch(t, 100, 0, 1, x.pid, x.epoch, 0, true)) // value v100
+	req.TransactionID = &x.id
+	p := serve[*kmsg.ProduceResponse](t, dp, req).Topics[0].Partitions[0]
+	require.Equal(t, int16(0), p.ErrorCode)
+	require.Equal(t, int64(7), p.BaseOffset, "after the mirrored records, the ABORT and the barrier")
+	require.Equal(t, codeOutOfOrderSequence, x.produce("nobarrier", 0, 0, 1).ErrorCode)
+	require.Equal(t, int16(0), x.end(4, true))
+	requireClosed(t, s, "stopped", 1)
+	got := consumeUntil(t, s, "stopped", kgo.ReadCommitted(), "v100")
+	require.Equal(t, []string{"v0", "v1", "v2", "v100"}, got, "the mirrored committed records, the local transaction; the aborted ones skipped")
+}
