@@ -72,4 +72,3 @@ func TestCreateTopicsOutOfDescriptorsCreatesNothing(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, int32(4), spec.Partitions)
 }
-
