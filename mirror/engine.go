@@ -65,8 +65,9 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name)})
 		},
 		Metrics: m.opts.ops.metrics,
-		Events:  events,
-		Logger:  m.log,
+		Events:   events,
+		Removals: m.opts.removals,
+		Logger:   m.log,
 		Clock:   m.opts.clock,
 		Config: reconcile.Config{FetchersPerMirror: m.cfg.FetchersPerMirror, SyncInterval: m.cfg.SyncInterval,
 			FetchIdleWait: m.cfg.FetchIdleWait, Retry: reconcile.RetryConfig(m.opts.retry),

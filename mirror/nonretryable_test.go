@@ -64,7 +64,7 @@ func TestTieredStorageDestinationIsNonRetryable(t *testing.T) {
 
 	// With tiered storage turned off, RecoverMirrorTopics brings it back.
 	require.NoError(t, b.dest.AlterTopicConfigs(ctx, "t", map[string]string{KeyRemoteStorageEnable: "false"}))
-	res, err := b.m.RecoverMirrorTopics(ctx, "m", []string{"t"})
+	res, err := b.m.RecoverMirrorTopics(ctx, "m", []string{"t"}, RecoverOptions{})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	require.NoError(t, b.m.WaitForLag(ctx, "m", []string{"t"}, 0))

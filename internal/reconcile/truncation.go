@@ -11,7 +11,6 @@ import (
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror/controller"
-	"github.com/kmirror/kmirror/statemachine"
 )
 
 // newFullTruncation fills the lost range of a full truncation of [start, end). An
@@ -121,31 +120,6 @@ func (e *Engine) logFullTruncation(msg, mirror, topic string, ft controller.Full
 // or no peer. A mirror there that still mirrors the partition (neither STOPPED nor
 // UNKNOWN) is a mirror loop (ErrMirrorLoop).
 func (mr *Runtime) lookupLME(ctx context.Context, topic string, partition int32, bo backoff.BackOffContext) (int32, error) {
-	peer, err := mr.getPeer()
-	if err != nil || peer == nil {
-		return epoch.UndefinedEpoch, err
-	}
-	local := mr.e.dest.ClusterID()
-	names, err := RetryTransient(ctx, bo, func() ([]string, error) { return peer.MirrorsFrom(ctx, local) })
-	if err != nil {
-		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
-	}
-	lme := epoch.UndefinedEpoch
-	if len(names) == 0 {
-		return lme, nil
-	}
-	ps, err := RetryTransient(ctx, bo, func() ([]PeerPartition, error) {
-		return peer.PartitionStates(ctx, names, topic, partition, local)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
-	}
-	for _, p := range ps {
-		if p.State != statemachine.Stopped && p.State != statemachine.Unknown {
-			return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
-				ErrMirrorLoop, p.Mirror, topic, partition, p.State)
-		}
-		lme = max(lme, p.LastMirrorEpoch)
-	}
-	return lme, nil
+	lme, _, err := mr.findLME(ctx, topic, partition, bo)
+	return lme, err
 }
