@@ -92,7 +92,7 @@ func TestRestartStoppedReportsLostOffsets(t *testing.T) {
 	}
 	deleteRecords(t, ctx, src, "t", 0, 12)
 
-	res, err = m.StartMirrorTopics(ctx, "k", []string{"t"}, StartOptions{})
+	res, err = m.StartMirrorTopics(ctx, "k", []string{"t"}, StartOptions{AllowTruncation: true})
 	mustOK(t)(res, err)
 	require.Equal(t, []FullTruncation{
 		{Partition: 0, LogStart: 0, LogEnd: ends[0], SourceLogStart: 12, LostFrom: 0, LostTo: 12},

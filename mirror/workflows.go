@@ -204,6 +204,7 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 			continue
 		}
 		mr.Approve(t.Name, plans[t.Name], o.AllowTruncation)
+		mr.LogPlan(t.Name, plans[t.Name])
 		ok = append(ok, t)
 	}
 	res, err := m.ctrl.StartTopics(ctx, name, ok, o.IncludePatterns, o.ExcludePatterns)
@@ -228,11 +229,11 @@ func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
 	spec, _ := m.dest.Topic(topic)
 	was := make([]bool, 0, spec.Partitions)
 	for p := int32(0); p < spec.Partitions; p++ {
-		l, err := m.dest.Log(topic, p)
-		if err != nil {
-			return was, asAdminError(err)
-		}
-		was = append(was, l.ReadOnly())
+		ro := false
+		if l, err := m.dest.Log(topic, p); err == nil {
+			ro = l.ReadOnly()
+		} // else PREPARING fails the partition alone, with the cause
+		was = append(was, ro)
 		if err := m.dest.SetReadOnly(topic, p, ro); err != nil {
 			return was, asAdminError(err)
 		}

@@ -68,11 +68,15 @@ func (mr *Runtime) PlanStart(ctx context.Context, topic string, states map[int32
 	}
 	out := make([]controller.PartitionPlan, 0, spec.Partitions)
 	for p := int32(0); p < spec.Partitions; p++ {
+		st := StateOf(states, p)
 		l, err := mr.e.dest.Log(topic, p)
 		if err != nil {
-			return nil, fmt.Errorf("plan the start of %s-%d: %w", topic, p, err)
+			// PREPARING cannot open it either: the partition fails alone, with the
+			// cause, and nothing of it is removed.
+			out = append(out, controller.PartitionPlan{Partition: p, StateNow: st.State, StateAfter: statemachine.Failed,
+				LastMirrorEpoch: -1, LogStart: -1, LogEnd: -1, TruncationOffset: -1, SourceLogStart: -1})
+			continue
 		}
-		st := StateOf(states, p)
 		lme, where, err := mr.findLME(ctx, topic, p, backoff.WithContext(&backoff.StopBackOff{}, ctx))
 		if err != nil {
 			return nil, fmt.Errorf("plan the start of %s-%d: %w", topic, p, err)
@@ -319,4 +323,20 @@ func StateOf(states map[int32]PlanState, p int32) PlanState {
 		return st
 	}
 	return PlanState{State: statemachine.Unknown, LastMirrorOffset: -1}
+}
+
+// LogPlan logs, before PREPARING runs, the removals of a start's plan: a full
+// truncation as the start's warning (naming the offsets the source no longer has), an
+// LME truncation with the records it removes.
+func (mr *Runtime) LogPlan(topic string, plan []controller.PartitionPlan) {
+	for _, p := range plan {
+		switch {
+		case p.FullTruncation && !p.Removed.Empty():
+			mr.e.logFullTruncation("mirror: start will truncate the destination log fully", mr.name, topic, FullTruncationOf(p))
+		case p.Removed.Records > 0:
+			mr.e.log.Warn("mirror: start will truncate the destination log", "mirror", mr.name, "topic", topic, "partition", p.Partition,
+				"lme", p.LastMirrorEpoch, "offset", p.TruncationOffset, "removedFrom", p.Removed.From, "removedTo", p.Removed.To,
+				"removedRecords", p.Removed.Records, "localRecords", p.LocalWrites.Records)
+		}
+	}
 }
