@@ -64,11 +64,11 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 			return metasync.NewSyncer(metasync.SyncConfig{Mirror: name, Controller: m.ctrl, Source: sa,
 				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name)})
 		},
-		Metrics: m.opts.ops.metrics,
+		Metrics:  m.opts.ops.metrics,
 		Events:   events,
 		Removals: m.opts.removals,
 		Logger:   m.log,
-		Clock:   m.opts.clock,
+		Clock:    m.opts.clock,
 		Config: reconcile.Config{FetchersPerMirror: m.cfg.FetchersPerMirror, SyncInterval: m.cfg.SyncInterval,
 			FetchIdleWait: m.cfg.FetchIdleWait, Retry: reconcile.RetryConfig(m.opts.retry),
 			UnreachableAfter: m.opts.ops.unreachableAfter},

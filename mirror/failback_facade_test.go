@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
