@@ -479,7 +479,9 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 		}
 		for _, t := range resp.Topics {
 			r := newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage)
-			r.Plan = planRows(t.Partitions)
+			if c.o.plan.dryRun { // a pause changes no data: its plan is only asked for
+				r.Plan = planRows(t.Partitions)
+			}
 			results = append(results, r)
 		}
 		return c.lifecycle(ctx, "pause", "Paused mirroring", results, items)
@@ -500,7 +502,9 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 	}
 	for _, t := range resp.Topics {
 		r := newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage)
-		r.Plan = planRows(t.Partitions)
+		if c.o.plan.dryRun { // a resume changes no data: its plan is only asked for
+			r.Plan = planRows(t.Partitions)
+		}
 		results = append(results, r)
 	}
 	return c.lifecycle(ctx, "resume", "Resumed mirroring", results, items)
