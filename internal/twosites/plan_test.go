@@ -256,7 +256,7 @@ func TestPlanReverseStartRefusedWhileForwardMirrors(t *testing.T) {
 	a.createMirror("b-to-a", b)
 	ends := logEnds(t, a)
 
-	for _, extra := range [][]string{{"--dry-run"}, nil} {
+	for _, extra := range [][]string{nil, {"--dry-run"}} {
 		out, errOut, code := a.ctlCode(append([]string{"--start", "--mirror", "b-to-a", "--topics", topic}, extra...)...)
 		require.NotEqual(t, 0, code, "%v: stdout %s stderr %s", extra, out, errOut)
 		require.Contains(t, errOut, "mirror loop", "%v", extra)
