@@ -903,6 +903,10 @@ type StartMirrorTopicsResponseTopicPartition struct {
 	// (present in versions 1+)
 	FullTruncation bool
 
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
 	// RemovedFromOffset: The first offset removed.
 	// (present in versions 1+; default -1)
 	RemovedFromOffset int64
@@ -948,6 +952,7 @@ func (v *StartMirrorTopicsResponseTopicPartition) Default() {
 	v.LogStartOffset = -1
 	v.LogEndOffset = -1
 	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
 	v.RemovedFromOffset = -1
 	v.RemovedToOffset = -1
 	v.LocalFromOffset = -1
@@ -1007,6 +1012,9 @@ func (v *StartMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version i
 	}
 	if version >= 1 {
 		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
 	}
 	if version >= 1 {
 		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
@@ -1081,6 +1089,9 @@ func (v *StartMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version i
 	}
 	if version >= 1 {
 		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
 	}
 	if version >= 1 {
 		v.RemovedFromOffset = d.Int64()
@@ -1734,6 +1745,10 @@ type StopMirrorTopicsResponseTopicPartition struct {
 	// (present in versions 1+)
 	FullTruncation bool
 
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
 	// RemovedFromOffset: The first offset removed.
 	// (present in versions 1+; default -1)
 	RemovedFromOffset int64
@@ -1779,6 +1794,7 @@ func (v *StopMirrorTopicsResponseTopicPartition) Default() {
 	v.LogStartOffset = -1
 	v.LogEndOffset = -1
 	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
 	v.RemovedFromOffset = -1
 	v.RemovedToOffset = -1
 	v.LocalFromOffset = -1
@@ -1838,6 +1854,9 @@ func (v *StopMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version in
 	}
 	if version >= 1 {
 		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
 	}
 	if version >= 1 {
 		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
@@ -1912,6 +1931,9 @@ func (v *StopMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version in
 	}
 	if version >= 1 {
 		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
 	}
 	if version >= 1 {
 		v.RemovedFromOffset = d.Int64()
@@ -4901,6 +4923,10 @@ type PauseMirrorTopicsResponseTopicPartition struct {
 	// (present in versions 1+)
 	FullTruncation bool
 
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
 	// RemovedFromOffset: The first offset removed.
 	// (present in versions 1+; default -1)
 	RemovedFromOffset int64
@@ -4946,6 +4972,7 @@ func (v *PauseMirrorTopicsResponseTopicPartition) Default() {
 	v.LogStartOffset = -1
 	v.LogEndOffset = -1
 	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
 	v.RemovedFromOffset = -1
 	v.RemovedToOffset = -1
 	v.LocalFromOffset = -1
@@ -5005,6 +5032,9 @@ func (v *PauseMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version i
 	}
 	if version >= 1 {
 		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
 	}
 	if version >= 1 {
 		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
@@ -5079,6 +5109,9 @@ func (v *PauseMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version i
 	}
 	if version >= 1 {
 		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
 	}
 	if version >= 1 {
 		v.RemovedFromOffset = d.Int64()
@@ -5703,6 +5736,10 @@ type ResumeMirrorTopicsResponseTopicPartition struct {
 	// (present in versions 1+)
 	FullTruncation bool
 
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
 	// RemovedFromOffset: The first offset removed.
 	// (present in versions 1+; default -1)
 	RemovedFromOffset int64
@@ -5748,6 +5785,7 @@ func (v *ResumeMirrorTopicsResponseTopicPartition) Default() {
 	v.LogStartOffset = -1
 	v.LogEndOffset = -1
 	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
 	v.RemovedFromOffset = -1
 	v.RemovedToOffset = -1
 	v.LocalFromOffset = -1
@@ -5807,6 +5845,9 @@ func (v *ResumeMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version 
 	}
 	if version >= 1 {
 		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
 	}
 	if version >= 1 {
 		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
@@ -5881,6 +5922,9 @@ func (v *ResumeMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version 
 	}
 	if version >= 1 {
 		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
 	}
 	if version >= 1 {
 		v.RemovedFromOffset = d.Int64()
@@ -7817,6 +7861,10 @@ type RecoverMirrorTopicsResponseTopicPartition struct {
 	// (present in versions 1+)
 	FullTruncation bool
 
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
 	// RemovedFromOffset: The first offset removed.
 	// (present in versions 1+; default -1)
 	RemovedFromOffset int64
@@ -7862,6 +7910,7 @@ func (v *RecoverMirrorTopicsResponseTopicPartition) Default() {
 	v.LogStartOffset = -1
 	v.LogEndOffset = -1
 	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
 	v.RemovedFromOffset = -1
 	v.RemovedToOffset = -1
 	v.LocalFromOffset = -1
@@ -7921,6 +7970,9 @@ func (v *RecoverMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version
 	}
 	if version >= 1 {
 		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
 	}
 	if version >= 1 {
 		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
@@ -7995,6 +8047,9 @@ func (v *RecoverMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version
 	}
 	if version >= 1 {
 		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
 	}
 	if version >= 1 {
 		v.RemovedFromOffset = d.Int64()

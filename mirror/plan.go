@@ -126,7 +126,7 @@ func (m *Mirror) planLifecycle(ctx context.Context, name, topic string, op state
 	spec, _ := m.dest.Topic(topic)
 	out := make([]PartitionPlan, 0, spec.Partitions)
 	for p := int32(0); p < spec.Partitions; p++ {
-		pl := PartitionPlan{Partition: p, StateNow: reconcile.StateOf(states, p).State, StateAfter: after, LastMirrorEpoch: -1, TruncationOffset: -1, SourceLogStart: -1}
+		pl := PartitionPlan{Partition: p, StateNow: reconcile.StateOf(states, p).State, StateAfter: after, LastMirrorEpoch: -1, TruncationOffset: -1, DivergenceOffset: -1, SourceLogStart: -1}
 		if l, err := m.dest.Log(topic, p); err == nil {
 			pl.LogStart, pl.LogEnd = l.LogStartOffset(), l.LogEndOffset()
 		}
@@ -161,7 +161,7 @@ func (m *Mirror) planRecover(ctx context.Context, name, topic string) ([]Partiti
 	for i := range plan {
 		if plan[i].StateNow != statemachine.Failed {
 			plan[i] = PartitionPlan{Partition: plan[i].Partition, StateNow: plan[i].StateNow, StateAfter: plan[i].StateNow,
-				LastMirrorEpoch: -1, LogStart: plan[i].LogStart, LogEnd: plan[i].LogEnd, TruncationOffset: -1, SourceLogStart: -1}
+				LastMirrorEpoch: -1, LogStart: plan[i].LogStart, LogEnd: plan[i].LogEnd, TruncationOffset: -1, DivergenceOffset: -1, SourceLogStart: -1}
 		}
 	}
 	return plan, nil

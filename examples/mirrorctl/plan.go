@@ -79,6 +79,7 @@ type planRow struct {
 	LogEnd           int64    `json:"logEndOffset"`
 	TruncationOffset int64    `json:"truncationOffset"`
 	FullTruncation   bool     `json:"fullTruncation"`
+	DivergenceOffset int64    `json:"divergenceOffset"`
 	Removed          rangeRow `json:"removed"`
 	LocalWrites      rangeRow `json:"localWrites"`
 	SourceLogStart   int64    `json:"sourceLogStartOffset"`
@@ -118,6 +119,7 @@ type (
 		LogEndOffset         int64
 		TruncationOffset     int64
 		FullTruncation       bool
+		DivergenceOffset     int64
 		RemovedFromOffset    int64
 		RemovedToOffset      int64
 		RemovedRecords       int64
@@ -140,7 +142,7 @@ func planRows[PP ~wirePartition[TX], TX ~wireTxn](ps []PP) []planRow {
 		p := wirePartition[TX](wp)
 		r := planRow{Partition: p.PartitionIndex, StateNow: statemachine.State(p.StateNow).String(), StateAfter: statemachine.State(p.StateAfter).String(),
 			LastMirrorEpoch: p.LastMirrorEpoch, LMECluster: deref(p.LmeClusterId), LMEMirror: deref(p.LmeMirrorName),
-			LogStart: p.LogStartOffset, LogEnd: p.LogEndOffset, TruncationOffset: p.TruncationOffset, FullTruncation: p.FullTruncation,
+			LogStart: p.LogStartOffset, LogEnd: p.LogEndOffset, TruncationOffset: p.TruncationOffset, FullTruncation: p.FullTruncation, DivergenceOffset: p.DivergenceOffset,
 			Removed:          rangeRow{From: p.RemovedFromOffset, To: p.RemovedToOffset, Records: p.RemovedRecords},
 			LocalWrites:      rangeRow{From: p.LocalFromOffset, To: p.LocalToOffset, Records: p.LocalRecords},
 			SourceLogStart:   p.SourceLogStartOffset,
@@ -197,6 +199,12 @@ func planCells(topic string, p planRow) []string {
 		trunc = "FULL"
 	case p.TruncationOffset >= 0:
 		trunc = strconv.FormatInt(p.TruncationOffset, 10)
+	}
+	if p.DivergenceOffset >= 0 {
+		trunc += fmt.Sprintf(" then %d (divergence)", p.DivergenceOffset)
+		if p.TruncationOffset < 0 {
+			trunc = fmt.Sprintf("%d (divergence)", p.DivergenceOffset)
+		}
 	}
 	if p.Removed.To > p.Removed.From {
 		removed = fmt.Sprintf("[%d,%d)", p.Removed.From, p.Removed.To)

@@ -31,7 +31,7 @@ func TestPlanFlagsValidated(t *testing.T) {
 // the local records lost and the open transactions.
 func TestPlanCells(t *testing.T) {
 	p := planRow{Partition: 1, StateNow: "STOPPED", StateAfter: "MIRRORING", LastMirrorEpoch: -1, LogStart: 0, LogEnd: 64,
-		TruncationOffset: 0, FullTruncation: true, Removed: rangeRow{From: 0, To: 64, Records: 62},
+		TruncationOffset: 0, FullTruncation: true, DivergenceOffset: -1, Removed: rangeRow{From: 0, To: 64, Records: 62},
 		LocalWrites: rangeRow{From: 20, To: 64, Records: 42}, OpenTransactions: []txnRow{{ProducerID: 7, FirstOffset: 30}}}
 	require.Equal(t, []string{"orders", "1", "STOPPED", "MIRRORING", "-", "-", "[0,64)", "FULL", "[0,64)", "62", "42 [20,64)", "1 pid 7@30"},
 		planCells("orders", p))

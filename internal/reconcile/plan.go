@@ -74,7 +74,7 @@ func (mr *Runtime) PlanStart(ctx context.Context, topic string, states map[int32
 			// PREPARING cannot open it either: the partition fails alone, with the
 			// cause, and nothing of it is removed.
 			out = append(out, controller.PartitionPlan{Partition: p, StateNow: st.State, StateAfter: statemachine.Failed,
-				LastMirrorEpoch: -1, LogStart: -1, LogEnd: -1, TruncationOffset: -1, SourceLogStart: -1})
+				LastMirrorEpoch: -1, LogStart: -1, LogEnd: -1, TruncationOffset: -1, DivergenceOffset: -1, SourceLogStart: -1})
 			continue
 		}
 		lme, where, err := mr.findLME(ctx, topic, p, backoff.WithContext(&backoff.StopBackOff{}, ctx))
@@ -89,9 +89,14 @@ func (mr *Runtime) PlanStart(ctx context.Context, topic string, states map[int32
 		if st.State == statemachine.Mirroring {
 			pl.StateAfter = statemachine.Mirroring // a no-op start: nothing is truncated
 			pl.TruncationOffset, pl.FullTruncation, pl.Removed, pl.LocalWrites = -1, false, controller.OffsetRange{}, controller.OffsetRange{}
+			out = append(out, pl)
+			continue
 		}
 		if where != "" {
 			pl.LMECluster, pl.LMEMirror = mr.ClusterID(), where
+			if err := mr.planDivergence(ctx, topic, l, st, &pl); err != nil {
+				return nil, fmt.Errorf("plan the start of %s-%d: %w", topic, p, err)
+			}
 		}
 		if pl.FullTruncation && !pl.Removed.Empty() {
 			if s, err := mr.sourceLogStart(ctx, topic, p); err == nil {
@@ -103,13 +108,70 @@ func (mr *Runtime) PlanStart(ctx context.Context, topic string, states map[int32
 	return out, nil
 }
 
+// planDivergence adds to pl the cut the first fetches after PREPARING make when the
+// source's epochs end below the kept log (a failback: this site's records the other
+// site never mirrored): it asks the source for the end of the last kept epoch as a
+// Kafka follower's fetch with LastFetchedEpoch does, and follows Kafka's follower rule
+// (epoch.FollowerTruncation) until it settles.
+func (mr *Runtime) planDivergence(ctx context.Context, topic string, l fetcher.Log, st PlanState, pl *controller.PartitionPlan) error {
+	if pl.FullTruncation {
+		return nil
+	}
+	kept := pl.LogEnd
+	if pl.TruncationOffset >= 0 {
+		kept = pl.Removed.From
+	}
+	src, _, err := mr.Sources()
+	if err != nil {
+		return err
+	}
+	c := l.Epochs()
+	c.TruncateFromEnd(kept)
+	for range 8 { // each round lowers the last fetched epoch; a cache has few epochs left
+		lfe := c.LatestEpoch()
+		if lfe == epoch.UndefinedEpoch || kept <= pl.LogStart {
+			break
+		}
+		res, err := src.OffsetForLeaderEpoch(ctx, []fetcher.EpochQuery{{Topic: topic, Partition: pl.Partition, CurrentLeaderEpoch: -1, LeaderEpoch: lfe}})
+		if err != nil {
+			return fmt.Errorf("ask the source for the end of epoch %d: %w", lfe, err)
+		}
+		if len(res) != 1 || res[0].ErrorCode != 0 {
+			return fmt.Errorf("ask the source for the end of epoch %d: %v: %w", lfe, res, fetcher.ErrProtocol)
+		}
+		d := epoch.Divergence{Epoch: res[0].LeaderEpoch, EndOffset: res[0].EndOffset}
+		if d.EndOffset == epoch.UndefinedOffset || (d.Epoch >= lfe && d.EndOffset >= kept) {
+			break // no divergence (or the source does not know the epoch: not predicted)
+		}
+		off, complete := epoch.FollowerTruncation(c, kept, d)
+		if off >= kept {
+			break
+		}
+		kept = off
+		c.TruncateFromEnd(kept)
+		if complete {
+			break
+		}
+	}
+	if kept >= pl.LogEnd || (pl.TruncationOffset >= 0 && kept >= pl.Removed.From) {
+		return nil
+	}
+	pl.DivergenceOffset = kept
+	removed, local, err := countRemoved(l, kept, false, localFromOf(pl.LogStart, pl.LogEnd, st))
+	if err != nil {
+		return err
+	}
+	pl.Removed, pl.LocalWrites = removed, local
+	return nil
+}
+
 // planTruncation is the truncation PREPARING does to log l for LME lme, with what it
 // removes. The range starts where the log really ends after the cut: Truncate keeps a
 // batch that starts below the offset whole.
 func planTruncation(l fetcher.Log, partition, lme int32, st PlanState) (controller.PartitionPlan, error) {
 	start, end := l.LogStartOffset(), l.LogEndOffset()
 	pl := controller.PartitionPlan{Partition: partition, LastMirrorEpoch: lme, LogStart: start, LogEnd: end,
-		TruncationOffset: -1, SourceLogStart: -1}
+		TruncationOffset: -1, DivergenceOffset: -1, SourceLogStart: -1}
 	off, full := epoch.LMETruncationOffset(l.Epochs(), start, end, lme)
 	if full && end > start {
 		pl.FullTruncation, pl.TruncationOffset = true, start
@@ -119,19 +181,25 @@ func planTruncation(l fetcher.Log, partition, lme int32, st PlanState) (controll
 	if pl.TruncationOffset < 0 {
 		return pl, nil
 	}
-	localFrom := start // never mirrored (or its state is gone): every record is this site's
-	if st.State == statemachine.Stopped && st.LastMirrorOffset >= 0 {
-		localFrom = st.LastMirrorOffset
-	}
-	if st.State != statemachine.Stopped && st.State != statemachine.Unknown {
-		localFrom = end // a mirror partition not yet stopped: nothing written here
-	}
-	removed, local, err := countRemoved(l, pl.TruncationOffset, full, localFrom)
+	removed, local, err := countRemoved(l, pl.TruncationOffset, full, localFromOf(start, end, st))
 	if err != nil {
 		return pl, err
 	}
 	pl.Removed, pl.LocalWrites = removed, local
 	return pl, nil
+}
+
+// localFromOf is where this site's own writes begin in a log [start, end) in stored
+// state st: the LastMirrorOffset of a stopped partition; the log start of one that never
+// mirrored (or whose state is gone); the end of a mirror partition not stopped.
+func localFromOf(start, end int64, st PlanState) int64 {
+	switch {
+	case st.State == statemachine.Stopped && st.LastMirrorOffset >= 0:
+		return st.LastMirrorOffset
+	case st.State == statemachine.Stopped || st.State == statemachine.Unknown:
+		return start
+	}
+	return end
 }
 
 // countRemoved reads log l from offset off to its end and counts what a truncation at
@@ -240,7 +308,7 @@ func (mr *Runtime) PlanStop(topic string, states map[int32]PlanState) ([]control
 		start, end := l.LogStartOffset(), l.LogEndOffset()
 		pl := controller.PartitionPlan{Partition: p, StateNow: st.State, StateAfter: statemachine.Stopped,
 			LastMirrorEpoch: l.LatestEpoch(), LMECluster: mr.e.dest.ClusterID(), LMEMirror: mr.name,
-			LogStart: start, LogEnd: end, TruncationOffset: -1, SourceLogStart: -1}
+			LogStart: start, LogEnd: end, TruncationOffset: -1, DivergenceOffset: -1, SourceLogStart: -1}
 		if st.State == statemachine.Stopped {
 			pl.LastMirrorEpoch = -1 // already stopped: nothing to do
 			out = append(out, pl)

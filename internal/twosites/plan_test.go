@@ -39,6 +39,7 @@ type planRow struct {
 	LogEnd           int64  `json:"logEndOffset"`
 	TruncationOffset int64  `json:"truncationOffset"`
 	FullTruncation   bool   `json:"fullTruncation"`
+	DivergenceOffset int64  `json:"divergenceOffset"`
 	Removed          struct {
 		From    int64 `json:"fromOffset"`
 		To      int64 `json:"toOffset"`

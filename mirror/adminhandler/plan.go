@@ -27,6 +27,7 @@ type (
 		LogEndOffset         int64
 		TruncationOffset     int64
 		FullTruncation       bool
+		DivergenceOffset     int64
 		RemovedFromOffset    int64
 		RemovedToOffset      int64
 		RemovedRecords       int64
@@ -53,7 +54,7 @@ func wirePlan[PP ~planPartition[TX], TX ~planTxn](plan []mirror.PartitionPlan) [
 		out = append(out, PP(planPartition[TX]{
 			PartitionIndex: p.Partition, StateNow: int8(p.StateNow), StateAfter: int8(p.StateAfter),
 			LastMirrorEpoch: p.LastMirrorEpoch, LmeClusterId: strPtr(p.LMECluster), LmeMirrorName: strPtr(p.LMEMirror),
-			LogStartOffset: p.LogStart, LogEndOffset: p.LogEnd, TruncationOffset: p.TruncationOffset, FullTruncation: p.FullTruncation,
+			LogStartOffset: p.LogStart, LogEndOffset: p.LogEnd, TruncationOffset: p.TruncationOffset, FullTruncation: p.FullTruncation, DivergenceOffset: p.DivergenceOffset,
 			RemovedFromOffset: p.Removed.From, RemovedToOffset: p.Removed.To, RemovedRecords: p.Removed.Records,
 			LocalFromOffset: p.LocalWrites.From, LocalToOffset: p.LocalWrites.To, LocalRecords: p.LocalWrites.Records,
 			SourceLogStartOffset: p.SourceLogStart, OpenTransactions: txns,

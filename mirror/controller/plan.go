@@ -26,6 +26,11 @@ type PartitionPlan struct {
 	TruncationOffset int64
 	// FullTruncation says the whole log goes (no LME is known).
 	FullTruncation bool
+	// DivergenceOffset is where the first fetches after PREPARING cut the log further,
+	// -1 when they do not: the source's epoch ends below the kept log (a failback: this
+	// site's records the other site never mirrored, Kafka's diverging-epoch rule).
+	// Removed and LocalWrites include that cut.
+	DivergenceOffset int64
 	// Removed is what the truncation removes: the offset range and the data records
 	// in it.
 	Removed OffsetRange
