@@ -102,7 +102,7 @@ func TestRestartStoppedReportsLostOffsets(t *testing.T) {
 	require.Equal(t, int64(0), res[0].Truncations[1].Lost())
 	startLog := logs.String()
 	require.Contains(t, startLog, "discarded for good")
-	require.Contains(t, startLog, "partition=0 logStart=0 logEnd=21 sourceLogStart=12 lostFrom=0 lostTo=12 lost=12")
+	require.Contains(t, startLog, "partition=0 logStart=0 logEnd=21 sourceLogStart=12 notOnSourceFrom=0 notOnSourceTo=12 notOnSource=12")
 
 	require.NoError(t, m.WaitForStates(ctx, "k", []string{"t"}, statemachine.Mirroring))
 	for p := range int32(2) {
