@@ -192,14 +192,16 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 	plans map[string][]PartitionPlan, o StartOptions) ([]TopicResult, error) {
 	var refused []TopicResult
 	var ok []TopicMeta
+	was := map[string][]bool{} // the read-only flags before, to give back on a refusal
 	for _, t := range metas {
-		was, err := m.setTopicReadOnly(t.Name, true)
+		flags, err := m.setTopicReadOnly(t.Name, true)
+		was[t.Name] = flags
 		if err == nil && planMoved(m.dest, t.Name, plans[t.Name]) {
 			// Written between the plan and the read-only flag: plan again, now stable.
 			plans[t.Name], err = m.planStart(ctx, mr, name, t.Name, o)
 		}
 		if err != nil {
-			m.restoreReadOnly(t.Name, was)
+			m.restoreReadOnly(t.Name, flags)
 			refused = append(refused, TopicResult{Topic: t.Name, Err: err, Plan: plans[t.Name], Truncations: fullTruncations(plans[t.Name])})
 			continue
 		}
@@ -210,14 +212,14 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 	res, err := m.ctrl.StartTopics(ctx, name, ok, o.IncludePatterns, o.ExcludePatterns)
 	if err != nil {
 		for _, t := range ok {
-			m.restoreReadOnly(t.Name, nil)
+			m.restoreReadOnly(t.Name, was[t.Name])
 		}
 		return nil, err
 	}
 	for i, r := range res {
 		res[i].Plan, res[i].Truncations = plans[r.Topic], fullTruncations(plans[r.Topic])
 		if r.Err != nil {
-			m.restoreReadOnly(r.Topic, nil)
+			m.restoreReadOnly(r.Topic, was[r.Topic])
 		}
 	}
 	return append(refused, res...), nil
@@ -242,8 +244,8 @@ func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
 }
 
 // restoreReadOnly gives the partitions of a refused topic back the flags in was
-// (writable for the partitions was does not cover: a start only begins from STOPPED or
-// UNKNOWN, where the topic is writable).
+// (writable for the partitions was does not cover: partitions the start created, or
+// whose log could not be opened).
 func (m *Mirror) restoreReadOnly(topic string, was []bool) {
 	spec, _ := m.dest.Topic(topic)
 	for p := int32(0); p < spec.Partitions; p++ {
