@@ -166,3 +166,14 @@ func (m *Mirror) planRecover(ctx context.Context, name, topic string) ([]Partiti
 	}
 	return plan, nil
 }
+
+// newTopicPlan is the plan of a start that creates its destination topic: every
+// partition goes from UNKNOWN to MIRRORING with an empty log.
+func newTopicPlan(partitions int32) []PartitionPlan {
+	out := make([]PartitionPlan, 0, partitions)
+	for p := int32(0); p < partitions; p++ {
+		out = append(out, PartitionPlan{Partition: p, StateNow: statemachine.Unknown, StateAfter: statemachine.Mirroring,
+			LastMirrorEpoch: -1, TruncationOffset: -1, DivergenceOffset: -1, SourceLogStart: -1})
+	}
+	return out
+}

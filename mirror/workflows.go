@@ -147,6 +147,12 @@ func (m *Mirror) prepareStartTopics(ctx context.Context, mr *reconcile.Runtime, 
 		// The plan before any change: a mirror loop or a removal of this site's
 		// records refuses the topic here, while it is still writable.
 		plan, err := m.planStart(ctx, mr, name, topic, o)
+		if _, exists := m.dest.Topic(topic); !exists && err == nil {
+			plan = newTopicPlan(st.Partitions)
+			if o.ValidateOnly {
+				err = CheckReplicationFactor(m.dest, topic) // what the creation checks first
+			}
+		}
 		if err != nil || o.ValidateOnly {
 			results = append(results, TopicResult{Topic: topic, Err: err, Plan: plan, Truncations: fullTruncations(plan)})
 			continue
