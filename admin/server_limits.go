@@ -56,6 +56,9 @@ func (cfg ServerConfig) validate() error {
 	case cfg.MaxExtraRequestSize < 0:
 		return fmt.Errorf("admin: negative MaxExtraRequestSize %d", cfg.MaxExtraRequestSize)
 	}
+	if cfg.SASL != nil {
+		return cfg.SASL.validate()
+	}
 	return nil
 }
 
