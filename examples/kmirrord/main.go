@@ -224,7 +224,7 @@ type daemon struct {
 	metricsAddr net.Addr
 	prom        *kmprom.Metrics // nil without -metrics
 	creds       *auth.Store     // the SCRAM credentials of the data directory
-	done        chan error // Serve's result
+	done        chan error      // Serve's result
 	// served is set once Serve's result was taken from done.
 	served bool
 }
