@@ -302,6 +302,7 @@ func (d *daemon) listen(o *options) error {
 	d.dp = dp
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	extra = append(extra, credentialAPIs(d.creds, dp)...)
+	extra = append(extra, describeClientQuotasAPI(dp))
 	tlsCfg, err := o.security.tlsConfig()
 	if err != nil {
 		_ = ln.Close()
