@@ -121,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
 	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "make the data plane enforce the ACLs the mirrors synced to this site (principals: see -sasl-mechanisms, -tls-client-ca)")
-	superUsers := fs.String("super-users", "", "comma-separated `principals` (User:admin) allowed everything with -enforce-acls")
+	superUsers := fs.String("super-users", "", "`principals` allowed everything with -enforce-acls, separated by ';' as Kafka's super.users or by ',' (User:admin;User:CN=ops,O=acme)")
 	o.security.register(fs)
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics (kmirror_*) on `host:port` at /metrics (default: off)")
 	fs.Usage = func() {
@@ -170,7 +170,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if !o.enforceACLs {
 			return nil, usagef("-super-users needs -enforce-acls")
 		}
-		for _, p := range strings.Split(*superUsers, ",") {
+		for _, p := range splitPrincipals(*superUsers) {
 			p = strings.TrimSpace(p)
 			if kind, name, ok := strings.Cut(p, ":"); !ok || kind == "" || name == "" {
 				return nil, usagef("-super-users: %q is not a principal TYPE:NAME (User:admin)", p)

@@ -239,3 +239,33 @@ func registerAuthMetrics(reg *prometheus.Registry, srv *admin.Server) error {
 	}
 	return nil
 }
+
+// splitPrincipals splits a -super-users list: at ';' (Kafka's super.users
+// separator), and at a ',' that starts another TYPE:NAME (letters, then
+// ':'), ends the list or is followed by another ',' (an empty entry, which
+// the caller refuses), so that a certificate principal (User:CN=ops,O=acme)
+// stays whole.
+func splitPrincipals(v string) []string {
+	var out []string
+	for _, part := range strings.Split(v, ";") {
+		start := 0
+		for i := 0; i < len(part); i++ {
+			if next := strings.TrimLeft(part[i+1:], " "); part[i] == ',' && (next == "" || next[0] == ',' || startsPrincipal(next)) {
+				out = append(out, part[start:i])
+				start = i + 1
+			}
+		}
+		out = append(out, part[start:])
+	}
+	return out
+}
+
+// startsPrincipal reports whether s starts with a principal type and ':'.
+func startsPrincipal(s string) bool {
+	s = strings.TrimLeft(s, " ")
+	i := 0
+	for i < len(s) && (s[i] >= 'A' && s[i] <= 'Z' || s[i] >= 'a' && s[i] <= 'z') {
+		i++
+	}
+	return i > 0 && i < len(s) && s[i] == ':'
+}

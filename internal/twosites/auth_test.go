@@ -36,6 +36,21 @@ type testPKI struct {
 	caFile            string
 	certFile, keyFile string
 	pool              *x509.CertPool
+	ca                *x509.Certificate
+	caKey             *ecdsa.PrivateKey
+}
+
+// clientCert is a client certificate for subject signed by the CA.
+func (p testPKI) clientCert(t testing.TB, subject pkix.Name) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: subject,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // newPKI makes a CA and a server certificate signed by it with crypto/x509.
@@ -64,6 +79,7 @@ func newPKI(t testing.TB) testPKI {
 	p := testPKI{dir: dir, caFile: filepath.Join(dir, "ca.pem"), certFile: filepath.Join(dir, "server.pem"),
 		keyFile: filepath.Join(dir, "server.key"), pool: x509.NewCertPool()}
 	p.pool.AddCert(ca)
+	p.ca, p.caKey = ca, caKey
 	write := func(path, typ string, b []byte) {
 		require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600))
 	}
@@ -343,4 +359,34 @@ func execKmirrord(t testing.TB, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return exec.CommandContext(ctx, bins.kmirrord, args...)
+}
+
+// TestMutualTLSPrincipal: with -tls-client-ca a client needs a certificate
+// of that CA, and its principal is the subject in RFC 2253 form
+// (User:CN=client-1,OU=eng,O=kmirror), what -super-users and the ACLs name.
+func TestMutualTLSPrincipal(t *testing.T) {
+	p := newPKI(t)
+	a := newSite(t, "A", "-tls-cert", p.certFile, "-tls-key", p.keyFile, "-tls-client-ca", p.caFile,
+		"-enforce-acls", "-super-users", "User:CN=client-1,OU=eng,O=kmirror")
+	tlsWith := func(certs ...tls.Certificate) kgo.Opt {
+		return kgo.DialTLSConfig(&tls.Config{RootCAs: p.pool, Certificates: certs, MinVersion: tls.VersionTLS12})
+	}
+	super := tlsWith(p.clientCert(t, pkix.Name{CommonName: "client-1", OrganizationalUnit: []string{"eng"}, Organization: []string{"kmirror"}}))
+	createTopic(t, a.addr, topic, 1, super)
+	produceKgo(t, a.addr, topic, 1, 3, "mtls", super)
+
+	other := kgoClient(t, a.addr, tlsWith(p.clientCert(t, pkix.Name{CommonName: "client-2", Organization: []string{"kmirror"}})))
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	resp := request[*kmsg.MetadataResponse](t, other, req)
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, resp.Topics[0].ErrorCode, "User:CN=client-2,O=kmirror has no ACL")
+
+	noCert := kgoClient(t, a.addr, tlsWith(), kgo.RequestRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, noCert)
+	require.Error(t, err, "a client without a certificate is refused in the TLS handshake")
+	a.term()
 }
