@@ -28,7 +28,9 @@ func TestAuthLogOncePerHostAndMinute(t *testing.T) {
 	l := newAuthLog(slog.New(slog.NewTextHandler(&buf, nil)))
 	now := time.Unix(1000, 0)
 	l.now = func() time.Time { return now }
-	fail := func(remote string) { l.event(admin.AuthEvent{RemoteAddr: remote, Mechanism: "PLAIN", Err: errors.New("bad")}) }
+	fail := func(remote string) {
+		l.event(admin.AuthEvent{RemoteAddr: remote, Mechanism: "PLAIN", Err: errors.New("bad")})
+	}
 	fail("10.0.0.1:1")
 	fail("10.0.0.1:2")
 	fail("10.0.0.1:3")
