@@ -153,7 +153,10 @@ func (c *Conversation) first(msg []byte) ([]byte, error) {
 		return nil, protoErr("client nonce of %d bytes (1-%d printable)", len(cnonce), MaxNonce)
 	}
 	for _, ext := range fields[2:] {
-		k, v, _ := strings.Cut(ext, "=")
+		k, v, ok := strings.Cut(ext, "=")
+		if !ok || k == "" {
+			return nil, protoErr("extension %q is not key=value", limit(ext))
+		}
 		if k == "tokenauth" && v == "true" {
 			return nil, protoErr("delegation tokens are not supported")
 		}
@@ -234,4 +237,12 @@ func ParsePlain(msg []byte) (user, password string, err error) {
 		return "", "", fmt.Errorf("%w: authorization id %q differs from the user name", ErrAuthFailed, authzid)
 	}
 	return user, password, nil
+}
+
+// limit cuts client text quoted in an error.
+func limit(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
