@@ -307,6 +307,19 @@ func TestCertificatePrincipalRFC2253(t *testing.T) {
 	// "a@b" is not a PrintableString: Go encodes it as UTF8String (tag 0x0c).
 	require.Equal(t, `User:CN=\ client#1\ ,1.2.840.113549.1.9.1=#0c03614062,DC=example,OU=eng+OU=ops,O=Acme\, Inc.,C=US`, got)
 
+	// A subject encoded CN first (as openssl -subj /CN=a/O=b writes it) prints
+	// O first, as Java does; pkix.Name.String reorders the RDNs and would say
+	// CN=a,O=b.
+	raw, err = asn1.Marshal(pkix.RDNSequence{{{Type: oid(2, 5, 4, 3), Value: "a"}}, {{Type: oid(2, 5, 4, 10), Value: "b"}}})
+	require.NoError(t, err)
+	require.Equal(t, "User:O=b,CN=a", CertificatePrincipal(&x509.Certificate{RawSubject: raw}))
+	var name pkix.Name
+	var seq pkix.RDNSequence
+	_, err = asn1.Unmarshal(raw, &seq)
+	require.NoError(t, err)
+	name.FillFromRDNSequence(&seq)
+	require.Equal(t, "CN=a,O=b", name.String(), "what DefaultPrincipal used to print")
+
 	// Go's pkix.Name order (C, O, OU, CN for a template) is what Java prints too.
 	_, leaf := selfSigned(t, "client-1")
 	require.Equal(t, "User:CN=client-1", CertificatePrincipal(leaf))

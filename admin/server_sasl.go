@@ -232,7 +232,7 @@ func (s *Server) handleHandshake(h header, r kbin.Reader, a *connAuth, remote st
 		return out(CodeIllegalSaslState, false, nil)
 	}
 	if !slices.Contains(s.cfg.SASL.Mechanisms, req.Mechanism) {
-		a.mech = ""
+		a.mech = limitText(req.Mechanism) // named in the failure event; the connection closes
 		s.authFailed(a, remote, fmt.Errorf("%w: unsupported SASL mechanism %q", ErrAuthentication, limitText(req.Mechanism)))
 		return out(CodeUnsupportedSaslMechanism, false, nil)
 	}
