@@ -166,10 +166,17 @@ func TestSASLStateMachineOnTheWire(t *testing.T) {
 		require.Equal(t, []string{MechanismPlain, MechanismScramSHA512}, resp.SupportedMechanisms)
 		rc.expectClosed()
 	})
-	t.Run("authenticate before handshake is ILLEGAL_SASL_STATE and closes", func(t *testing.T) {
+	t.Run("authenticate before handshake closes unanswered", func(t *testing.T) {
 		rc := dialRaw(t, addr)
-		resp := authenticate(t, rc, 2, []byte("\x00alice\x00alice-secret"))
-		require.Equal(t, int16(CodeIllegalSaslState), resp.ErrorCode)
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		req.Version, req.SASLAuthBytes = 2, []byte("\x00alice\x00alice-secret")
+		rc.send(req)
+		rc.expectClosed()
+	})
+	t.Run("another request after the handshake closes", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		require.Zero(t, handshake(t, rc, MechanismPlain).ErrorCode)
+		rc.send(list())
 		rc.expectClosed()
 	})
 	t.Run("second handshake is ILLEGAL_SASL_STATE and closes", func(t *testing.T) {

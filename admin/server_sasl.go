@@ -226,7 +226,7 @@ func (s *Server) handleHandshake(h header, r kbin.Reader, a *connAuth, remote st
 	switch a.state {
 	case authDone: // no SASL on this server, or already authenticated (no re-authentication)
 		return out(CodeIllegalSaslState, true, nil)
-	case authToken:
+	case authToken: // Kafka: ILLEGAL_SASL_STATE in the request's own shape, then closed
 		err := fmt.Errorf("%w: second SaslHandshake from %s", ErrAuthentication, remote)
 		s.authFailed(a, remote, err)
 		return out(CodeIllegalSaslState, false, nil)
@@ -270,9 +270,10 @@ func (s *Server) handleAuthenticate(h header, r kbin.Reader, a *connAuth, remote
 	switch a.state {
 	case authDone:
 		return out(CodeIllegalSaslState, "SaslAuthenticate request received after successful authentication", nil, true)
-	case authHandshake:
-		s.authFailed(a, remote, fmt.Errorf("%w: SaslAuthenticate from %s before SaslHandshake", ErrAuthentication, remote))
-		return out(CodeIllegalSaslState, "Unexpected SaslAuthenticate request before SaslHandshake", nil, false)
+	case authHandshake: // Kafka: an unexpected request during the handshake, closed unanswered
+		err := &errClose{fmt.Sprintf("SaslAuthenticate from %s before SaslHandshake", remote)}
+		s.authFailed(a, remote, fmt.Errorf("%w: %s", ErrAuthentication, err.reason))
+		return reply{}, false, err
 	}
 	token, done, user, err := s.saslStep(a, req.SASLAuthBytes)
 	if user != "" {

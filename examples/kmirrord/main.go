@@ -311,6 +311,9 @@ func (d *daemon) listen(o *options) error {
 	var sasl *admin.SASLConfig
 	if len(o.security.saslMechanisms) > 0 {
 		sasl = &admin.SASLConfig{Mechanisms: o.security.saslMechanisms, Credentials: d.creds, OnAuth: newAuthLog(d.log).event}
+		if len(d.creds.Users()) == 0 {
+			d.log.Warn("kmirrord: -sasl-mechanisms without any SCRAM credential: no client can authenticate; add one with -add-scram")
+		}
 	}
 	srv, err := admin.NewServer(admin.ServerConfig{
 		Handler: adminhandler.New(d.m),
