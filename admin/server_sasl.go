@@ -140,10 +140,7 @@ func (s *Server) newConnAuth(c net.Conn, principal string) *connAuth {
 		return a
 	}
 	a.state = authHandshake
-	timeout := s.cfg.SASL.Timeout
-	if timeout == 0 {
-		timeout = DefaultAuthTimeout
-	}
+	timeout := s.cfg.SASL.Timeout // withDefaults set it
 	a.timeout = timeout
 	a.timer = time.AfterFunc(timeout, func() {
 		a.timedOut.Store(true)
