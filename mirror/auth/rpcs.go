@@ -44,13 +44,13 @@ func (s *Store) APIs(authorize Authorize) []admin.ExtraAPI {
 	}
 }
 
-// describe answers DescribeUserScramCredentials: every user for a null
-// list, else each named user once (DUPLICATE_RESOURCE for a name given twice,
+// describe answers DescribeUserScramCredentials: every user for a null or
+// empty list, else each named user once (DUPLICATE_RESOURCE for a name given twice,
 // RESOURCE_NOT_FOUND for a user without credentials).
 func (s *Store) describe(req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	names := s.Users()
-	if req.Users != nil {
+	if len(req.Users) > 0 { // null or empty: every user, as Kafka
 		names = names[:0]
 		seen := map[string]int{}
 		for _, u := range req.Users {
