@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -136,6 +137,7 @@ func TestAlterThenLogIn(t *testing.T) {
 		upsert(t, scram.SHA512, "carol", "x", 4096),
 		upsert(t, scram.SHA512, "carol", "y", 4096), // twice
 		upsert(t, scram.SHA512, "", "x", 4096),
+		upsert(t, scram.SHA512, strings.Repeat("u", scram.MaxUsername+1), "x", 4096),
 	}
 	del := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
 	del.Name, del.Mechanism = "dave", scram.SHA256.Type
@@ -149,7 +151,7 @@ func TestAlterThenLogIn(t *testing.T) {
 		codes[r.User] = r.ErrorCode
 	}
 	require.Equal(t, map[string]int16{"alice": 0, "bob": kerr.UnacceptableCredential.Code, "carol": kerr.DuplicateResource.Code,
-		"": kerr.UnacceptableCredential.Code, "dave": kerr.ResourceNotFound.Code, "erin": kerr.UnsupportedSaslMechanism.Code}, codes)
+		"": kerr.UnacceptableCredential.Code, strings.Repeat("u", scram.MaxUsername+1): kerr.UnacceptableCredential.Code, "dave": kerr.ResourceNotFound.Code, "erin": kerr.UnsupportedSaslMechanism.Code}, codes)
 
 	// alice logs in; bob and carol were not created.
 	_, err = kmsg.NewPtrDescribeUserSCRAMCredentialsRequest().RequestWith(ctx, client(t, addr, "alice", "alice-secret"))

@@ -135,8 +135,8 @@ func (s *Store) alter(req *kmsg.AlterUserSCRAMCredentialsRequest, authorized boo
 			return m, false
 		}
 		pairs[k] = true
-		if user == "" {
-			fail(o, admin.CodeUnacceptableCredential, "Username must not be empty")
+		if user == "" || len(user) > scram.MaxUsername {
+			fail(o, admin.CodeUnacceptableCredential, fmt.Sprintf("Username must have 1 to %d bytes", scram.MaxUsername))
 			return m, false
 		}
 		return m, true
