@@ -8,6 +8,7 @@ import (
 	"encoding/asn1"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,4 +331,41 @@ func TestCertificatePrincipalRFC2253(t *testing.T) {
 	// Go's pkix.Name order (C, O, OU, CN for a template) is what Java prints too.
 	_, leaf := selfSigned(t, "client-1")
 	require.Equal(t, "User:CN=client-1", CertificatePrincipal(leaf))
+}
+
+// FuzzSASLFrame: no frame sequence on a connection that has not
+// authenticated panics the server or reaches the handler.
+func FuzzSASLFrame(f *testing.F) {
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, MechanismScramSHA256
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version, au.SASLAuthBytes = 2, []byte("n,,n=alice,r=abc")
+	fm := kmsg.NewRequestFormatter()
+	f.Add(fm.AppendRequest(nil, hs, 1)[4:], fm.AppendRequest(nil, au, 2)[4:])
+	f.Add([]byte{0, 17, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0, 5, 'P', 'L', 'A', 'I', 'N'}, []byte{0, 36, 0, 0, 0, 0, 0, 2, 0xff, 0xff, 0, 0, 0, 3, 0, 'a', 0})
+	creds := &memCreds{}
+	c, err := scram.SHA256.NewCredential("pw", []byte("salt"), scram.MinIterations)
+	require.NoError(f, err)
+	creds.creds = map[string]scram.Credential{scram.SHA256.Name + "/alice": c}
+	var reached atomic.Bool
+	srv, err := NewServer(ServerConfig{Handler: &funcHandler{fn: func(_ context.Context, _ *RequestContext, req kmsg.Request) (kmsg.Response, error) {
+		reached.Store(true)
+		return req.ResponseKind(), nil
+	}}, SASL: &SASLConfig{Mechanisms: []string{MechanismPlain, MechanismScramSHA256}, Credentials: creds}})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		a := &connAuth{state: authHandshake, principal: "User:ANONYMOUS"}
+		for _, frame := range [][]byte{first, second} {
+			before := a.authenticated()
+			reached.Store(false)
+			rep, keep, _ := srv.handleConnFrame(frame, a, "fuzz")
+			rep.finish()
+			if reached.Load() && !before {
+				t.Fatalf("a request reached the handler before authentication: %x", frame)
+			}
+			if !keep {
+				return
+			}
+		}
+	})
 }
