@@ -130,6 +130,7 @@ type connAuth struct {
 	timeout   time.Duration
 	timer     *time.Timer // closes the connection at the authentication deadline
 	timedOut  atomic.Bool
+	failed    bool // a failure was counted (the timeout is then not counted again)
 }
 
 // newConnAuth starts the authentication of c, whose principal before SASL
@@ -154,7 +155,7 @@ func (s *Server) endConnAuth(a *connAuth, remote string) {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
-	if a.state != authDone && a.timedOut.Load() {
+	if a.state != authDone && !a.failed && a.timedOut.Load() {
 		s.authFailed(a, remote, fmt.Errorf("%w: not authenticated within %v", ErrAuthentication, a.timeout))
 	}
 }
@@ -363,6 +364,7 @@ func (s *Server) saslStep(a *connAuth, token []byte) (out []byte, done bool, use
 
 // authFailed counts and reports one failed authentication.
 func (s *Server) authFailed(a *connAuth, remote string, err error) {
+	a.failed = true
 	s.authFailures.Add(1)
 	if s.cfg.SASL != nil && s.cfg.SASL.OnAuth != nil {
 		s.cfg.SASL.OnAuth(AuthEvent{RemoteAddr: remote, Mechanism: a.mech, User: a.user, Err: err})
