@@ -22,8 +22,31 @@
 //     the mirrors synced to this site (acls.include), with Kafka's semantics
 //     and error codes (dataplane.Config.EnforceACLs). Off by default: every
 //     client may do everything, as on a broker without an authorizer. The
-//     listener is plaintext without SASL, so every client is User:ANONYMOUS.
-//   - -super-users P1,P2: principals allowed everything with -enforce-acls.
+//     principal is the SASL user (User:alice), else the client certificate's
+//     subject (User:CN=app,O=acme), else User:ANONYMOUS.
+//   - -super-users P1;P2: principals allowed everything with -enforce-acls
+//     (';' as Kafka's super.users; ',' also separates, except inside a
+//     certificate principal).
+//   - -tls-cert FILE, -tls-key FILE: TLS on the listener (PEM).
+//   - -tls-client-ca FILE: require client certificates of these CAs; the
+//     principal is User: and the subject DN in RFC 2253 form, as Kafka's
+//     default ssl.principal.mapping.rules.
+//   - -sasl-mechanisms M1,M2: every client must authenticate with one of
+//     SCRAM-SHA-512, SCRAM-SHA-256, PLAIN (SASL_SSL with -tls-cert,
+//     SASL_PLAINTEXT without), against the SCRAM credentials stored salted
+//     and hashed in DIR/kmirror-scram-credentials.json (mirror/auth). They
+//     are managed with DescribeUserScramCredentials and
+//     AlterUserScramCredentials (kafka-configs --entity-type users), which
+//     with -enforce-acls need DESCRIBE and ALTER on the cluster.
+//   - -add-scram 'SCRAM-SHA-512=[name=admin,password=secret]': store a
+//     credential before listening (kafka-storage's --add-scram syntax;
+//     repeatable), so the first user needs no network call.
+//   - -allow-anonymous: serve unauthenticated clients on a listener that is
+//     not loopback; without it kmirrord refuses such a listener unless
+//     -sasl-mechanisms or -tls-client-ca is given. Loopback listeners serve
+//     anonymous clients as before.
+//   - failed authentications are logged at most once per client host and
+//     minute, and counted in kmirror_auth_failures_total (-metrics).
 //   - -sync-interval, -log-level, -log-format, -cpuprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama
