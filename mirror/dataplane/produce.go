@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -33,7 +34,7 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 			case !ok:
 				p.ErrorCode = fetcher.CodeUnknownTopicOrPartition
 			default:
-				p.ErrorCode, msg = dp.produceOne(ctx, spec, r.TransactionID, rp, &p)
+				p.ErrorCode, msg = dp.produceOne(ctx, spec, r.Version, r.TransactionID, rp, &p)
 			}
 			if msg != "" && r.Version >= 8 {
 				p.ErrorMessage = &msg
@@ -48,53 +49,59 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 	return resp, nil
 }
 
-// validateBatches checks that recs is one or more whole, CRC-valid v2 data
-// batches within the size limit, as a leader does before appending
-// (LogValidator); it returns them, or a Kafka code and a message.
-func (dp *DataPlane) validateBatches(recs []byte) ([]records.Batch, int16, string) {
-	if len(recs) > dp.cfg.MaxMessageBytes {
-		return nil, codeMessageTooLarge, "records exceed the message size limit"
+// validateBatches checks a client's records for one partition the way a
+// Kafka partition leader does before appending (ProduceRequest's record
+// checks, the log's append analysis and LogValidator for a client origin;
+// validate.go has the topic's rules and the codes): exactly one whole v2
+// batch within the size limit that records.ValidateClientBatch accepts,
+// zstd only from Produce v7 on. It returns the batch and the bytes to
+// append, which are recs itself unless the leader stamped the header (the
+// max timestamp, LogAppendTime), then a stamped copy: the request's bytes
+// are never written. A refusal returns a Kafka code and a message and
+// appends nothing. Only client Produce calls it: mirrored batches never
+// pass here and stay byte-exact.
+func (dp *DataPlane) validateBatches(spec mirror.TopicSpec, version int16, recs []byte) ([]records.Batch, []byte, int16, string) {
+	rules, maxBytes := dp.clientRules(spec)
+	if len(recs) > maxBytes {
+		return nil, nil, codeMessageTooLarge, fmt.Sprintf("the records are %d bytes, more than max.message.bytes %d", len(recs), maxBytes)
 	}
 	if len(recs) == 0 {
-		return nil, codeCorruptMessage, "no record batch"
+		return nil, nil, codeInvalidRecord, "a produce must hold one record batch per partition"
 	}
-	var out []records.Batch
-	for pos := 0; pos < len(recs); {
-		b, err := records.ParseBatch(recs[pos:])
-		switch {
-		case err != nil && len(recs)-pos >= 17 && int8(recs[pos+16]) != 2:
-			return nil, codeUnsupportedForMessageFmt, "only v2 record batches are accepted"
-		case err != nil:
-			return nil, codeCorruptMessage, err.Error()
-		}
-		if err := b.VerifyCRC(); err != nil {
-			return nil, codeCorruptMessage, err.Error()
-		}
-		a := b.Attributes()
-		switch {
-		case a.IsControl():
-			return nil, codeInvalidRecord, "clients may not write control batches"
-		case b.LastOffsetDelta() < 0 || b.NumRecords() != b.LastOffsetDelta()+1:
-			return nil, codeInvalidRecord, "record count does not match the last offset delta"
-		case a.IsTransactional() && b.ProducerID() < 0:
-			return nil, codeInvalidRecord, "transactional batch without a producer id"
-		case b.ProducerID() >= 0 && b.BaseSequence() < 0:
-			return nil, codeInvalidRecord, "idempotent batch without a sequence"
-		}
-		out = append(out, b)
-		pos += len(b)
+	if len(recs) > 16 && int8(recs[16]) != 2 {
+		return nil, nil, codeInvalidRecord, fmt.Sprintf("magic %d: only v2 record batches are accepted", int8(recs[16]))
 	}
-	return out, fetcher.CodeNone, ""
+	b, err := records.ParseBatch(recs)
+	if err != nil {
+		return nil, nil, codeCorruptMessage, err.Error()
+	}
+	if len(b) != len(recs) {
+		if _, err := records.ParseBatch(recs[len(b):]); err != nil {
+			return nil, nil, codeCorruptMessage, "bytes after the record batch: " + err.Error()
+		}
+		return nil, nil, codeInvalidRecord, "a produce must hold exactly one record batch per partition"
+	}
+	if version < 7 && b.Attributes().Compression() == records.CompressionZstd {
+		return nil, nil, codeUnsupportedCompression, fmt.Sprintf("produce v%d may not use zstd compression (v7 or later)", version)
+	}
+	info, err := records.ValidateClientBatch(b, rules)
+	if err != nil {
+		return nil, nil, validationCode(err), err.Error()
+	}
+	if stamped := records.Batch(append([]byte(nil), b...)); records.StampClientBatch(stamped, info, rules.LogAppendTime) {
+		b, recs = stamped, stamped
+	}
+	return []records.Batch{b}, recs, fetcher.CodeNone, ""
 }
 
 // produceOne appends one partition's batches through the Writer after the
 // validation, transaction (txn_produce.go) and sequence checks.
-func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, txnID *string, rp kmsg.ProduceRequestTopicPartition, p *kmsg.ProduceResponseTopicPartition) (int16, string) {
+func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, version int16, txnID *string, rp kmsg.ProduceRequestTopicPartition, p *kmsg.ProduceResponseTopicPartition) (int16, string) {
 	part, code := dp.resolve(spec, rp.Partition)
 	if code != fetcher.CodeNone {
 		return code, ""
 	}
-	batches, code, msg := dp.validateBatches(rp.Records)
+	batches, recs, code, msg := dp.validateBatches(spec, version, rp.Records)
 	if code != fetcher.CodeNone {
 		return code, msg
 	}
@@ -137,7 +144,7 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, txnI
 			return fetcher.CodeNone, ""
 		}
 	}
-	base, err := dp.writer.Produce(ctx, spec.Name, rp.Partition, rp.Records)
+	base, err := dp.writer.Produce(ctx, spec.Name, rp.Partition, recs)
 	if err != nil {
 		pp.loadedEnd = -1 // the log may hold part of it: reload on the next produce
 		return writeCode(err), err.Error()
