@@ -59,39 +59,46 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 // max timestamp, LogAppendTime), then a stamped copy: the request's bytes
 // are never written. A refusal returns a Kafka code and a message and
 // appends nothing. Only client Produce calls it: mirrored batches never
-// pass here and stay byte-exact.
-func (dp *DataPlane) validateBatches(spec mirror.TopicSpec, version int16, recs []byte) ([]records.Batch, []byte, int16, string) {
+// pass here and stay byte-exact. appendTime is the time the leader stamped
+// under LogAppendTime (the response's LogAppendTime), else -1.
+func (dp *DataPlane) validateBatches(spec mirror.TopicSpec, version int16, recs []byte) (_ []records.Batch, _ []byte, appendTime int64, _ int16, _ string) {
 	rules, maxBytes := dp.clientRules(spec)
 	if len(recs) > maxBytes {
-		return nil, nil, codeMessageTooLarge, fmt.Sprintf("the records are %d bytes, more than max.message.bytes %d", len(recs), maxBytes)
+		return nil, nil, -1, codeMessageTooLarge, fmt.Sprintf("the records are %d bytes, more than max.message.bytes %d", len(recs), maxBytes)
 	}
 	if len(recs) == 0 {
-		return nil, nil, codeInvalidRecord, "a produce must hold one record batch per partition"
+		return nil, nil, -1, codeInvalidRecord, "a produce must hold one record batch per partition"
 	}
 	if len(recs) > 16 && int8(recs[16]) != 2 {
-		return nil, nil, codeInvalidRecord, fmt.Sprintf("magic %d: only v2 record batches are accepted", int8(recs[16]))
+		return nil, nil, -1, codeInvalidRecord, fmt.Sprintf("magic %d: only v2 record batches are accepted", int8(recs[16]))
 	}
 	b, err := records.ParseBatch(recs)
 	if err != nil {
-		return nil, nil, codeCorruptMessage, err.Error()
+		return nil, nil, -1, codeCorruptMessage, err.Error()
 	}
 	if len(b) != len(recs) {
 		if _, err := records.ParseBatch(recs[len(b):]); err != nil {
-			return nil, nil, codeCorruptMessage, "bytes after the record batch: " + err.Error()
+			return nil, nil, -1, codeCorruptMessage, "bytes after the record batch: " + err.Error()
 		}
-		return nil, nil, codeInvalidRecord, "a produce must hold exactly one record batch per partition"
+		return nil, nil, -1, codeInvalidRecord, "a produce must hold exactly one record batch per partition"
 	}
 	if version < 7 && b.Attributes().Compression() == records.CompressionZstd {
-		return nil, nil, codeUnsupportedCompression, fmt.Sprintf("produce v%d may not use zstd compression (v7 or later)", version)
+		return nil, nil, -1, codeUnsupportedCompression, fmt.Sprintf("produce v%d may not use zstd compression (v7 or later)", version)
 	}
 	info, err := records.ValidateClientBatch(b, rules)
 	if err != nil {
-		return nil, nil, validationCode(err), err.Error()
+		return nil, nil, -1, validationCode(err), err.Error()
 	}
-	if stamped := records.Batch(append([]byte(nil), b...)); records.StampClientBatch(stamped, info, rules.LogAppendTime) {
+	if rules.LogAppendTime || info.MaxTimestamp != b.MaxTimestamp() {
+		stamped := records.Batch(append([]byte(nil), b...))
+		records.StampClientBatch(stamped, info, rules.LogAppendTime)
 		b, recs = stamped, stamped
 	}
-	return []records.Batch{b}, recs, fetcher.CodeNone, ""
+	appendTime = -1
+	if rules.LogAppendTime {
+		appendTime = info.MaxTimestamp
+	}
+	return []records.Batch{b}, recs, appendTime, fetcher.CodeNone, ""
 }
 
 // produceOne appends one partition's batches through the Writer after the
@@ -101,7 +108,7 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, vers
 	if code != fetcher.CodeNone {
 		return code, ""
 	}
-	batches, recs, code, msg := dp.validateBatches(spec, version, rp.Records)
+	batches, recs, appendTime, code, msg := dp.validateBatches(spec, version, rp.Records)
 	if code != fetcher.CodeNone {
 		return code, msg
 	}
@@ -157,7 +164,7 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, vers
 		next += int64(b.LastOffsetDelta()) + 1
 	}
 	pp.loadedEnd = part.log.LogEndOffset()
-	p.BaseOffset, p.LogStartOffset = base, part.log.LogStartOffset()
+	p.BaseOffset, p.LogStartOffset, p.LogAppendTime = base, part.log.LogStartOffset(), appendTime
 	dp.appended()
 	return fetcher.CodeNone, ""
 }
