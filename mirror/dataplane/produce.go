@@ -36,6 +36,7 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 			default:
 				p.ErrorCode, msg = dp.produceOne(ctx, spec, r.Version, r.TransactionID, rp, &p)
 			}
+			p.ErrorCode, msg = forClient(kmsg.Produce, r.Version, p.ErrorCode, msg)
 			if msg != "" && r.Version >= 8 {
 				p.ErrorMessage = &msg
 			}
@@ -154,7 +155,7 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, vers
 	base, err := dp.writer.Produce(ctx, spec.Name, rp.Partition, recs)
 	if err != nil {
 		pp.loadedEnd = -1 // the log may hold part of it: reload on the next produce
-		return writeCode(err), err.Error()
+		return writeCode(err)
 	}
 	next := base
 	for _, b := range batches {
@@ -169,16 +170,17 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, vers
 	return fetcher.CodeNone, ""
 }
 
-// writeCode maps a Writer error to a Kafka code: the code of an
-// *admin.Error (READ_ONLY_TOPIC), CORRUPT_MESSAGE for a batch the log
+// writeCode maps a Writer error to a Kafka code and message: the code and
+// message of an *admin.Error (READ_ONLY_TOPIC, which forClient turns into
+// the code a Kafka client knows), CORRUPT_MESSAGE for a batch the log
 // refused, KAFKA_STORAGE_ERROR otherwise.
-func writeCode(err error) int16 {
+func writeCode(err error) (int16, string) {
 	var ae *admin.Error
 	switch {
 	case errors.As(err, &ae):
-		return int16(ae.Code)
+		return int16(ae.Code), ae.Message
 	case errors.Is(err, fetcher.ErrInvalidBatch):
-		return codeCorruptMessage
+		return codeCorruptMessage, err.Error()
 	}
-	return codeKafkaStorageError
+	return codeKafkaStorageError, err.Error()
 }

@@ -82,6 +82,7 @@ func (dp *DataPlane) createPartitions(ctx context.Context, req kmsg.Request) (km
 		} else {
 			code, msg = dp.createPartitionsOne(ctx, rt, r.ValidateOnly)
 		}
+		code, msg = forClient(kmsg.CreatePartitions, r.Version, code, msg)
 		t.ErrorCode = code
 		if code != 0 && msg != "" {
 			t.ErrorMessage = &msg
@@ -166,6 +167,7 @@ func (dp *DataPlane) deleteTopics(ctx context.Context, req kmsg.Request) (kmsg.R
 		default:
 			codes[i], msgs[i] = dp.deleteTopicOne(ctx, specs[i])
 		}
+		codes[i], msgs[i] = forClient(kmsg.DeleteTopics, r.Version, codes[i], msgs[i])
 		t := kmsg.NewDeleteTopicsResponseTopic()
 		t.Topic, t.TopicID, t.ErrorCode = e.Topic, e.TopicID, codes[i]
 		if t.Topic == nil && name != "" {
@@ -244,6 +246,7 @@ func (dp *DataPlane) deleteRecords(ctx context.Context, req kmsg.Request) (kmsg.
 			} else {
 				p.LowWatermark, p.ErrorCode = dp.deleteRecordsOne(ctx, rt.Topic, rp)
 			}
+			p.ErrorCode, _ = forClient(kmsg.DeleteRecords, r.Version, p.ErrorCode, "")
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)
