@@ -103,6 +103,13 @@ func TestReadOnlyRefused(t *testing.T) {
 	require.Contains(t, *p.ErrorMessage, "READ_ONLY_TOPIC: ")
 	require.Contains(t, *p.ErrorMessage, "mirror")
 	require.Equal(t, int64(0), s.log(t, "mirrored", 0).LogEndOffset())
+	// The mirror refusal comes before the records are looked at, as
+	// Kafka's internal-topic refusal does.
+	bad := dataBatch(t, 0, 0, 1, -1, -1, false)
+	bad[16] = 1 // magic 1
+	r := request[*kmsg.ProduceResponse](t, cl, produceReq("mirrored", 0, bad)).Topics[0].Partitions[0]
+	require.Equal(t, int16(17), r.ErrorCode)
+	require.Contains(t, *r.ErrorMessage, "READ_ONLY_TOPIC: ")
 	v7 := produceReq("mirrored", 0, dataBatch(t, 0, 0, 3, -1, -1, false))
 	v7.Version = 7 // no ErrorMessage field: the same code
 	r7, err := s.dp.Serve(context.Background(), v7)

@@ -109,6 +109,11 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, vers
 	if code != fetcher.CodeNone {
 		return code, ""
 	}
+	if part.log.ReadOnly() {
+		// Kafka refuses a write to an internal topic before it looks at the
+		// records; the Writer checks again under the log's lock.
+		return int16(admin.CodeReadOnlyTopic), fmt.Sprintf("%s-%d is a mirror partition and accepts writes only once STOPPED", spec.Name, rp.Partition)
+	}
 	batches, recs, appendTime, code, msg := dp.validateBatches(spec, version, rp.Records)
 	if code != fetcher.CodeNone {
 		return code, msg
