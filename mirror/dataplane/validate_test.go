@@ -410,3 +410,23 @@ func FuzzClientProduceValidation(f *testing.F) {
 		}
 	})
 }
+
+// TestMirroredBatchesNotValidated: the replication path (Log.Append, what
+// the fetcher calls) is not the client path. A source batch a client could
+// never send — compacted (2 records over 3 offsets), LogAppendTime, a
+// timestamp far outside the topic's window — is appended and served back
+// byte for byte, while the same batch through Produce is refused.
+func TestMirroredBatchesNotValidated(t *testing.T) {
+	s, send := validationSite(t, map[string]string{cfgTimestampBeforeMax: "1000"})
+	src, err := records.BuildBatch(records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 5, LogAppendTime: true},
+		[]records.Record{{Key: []byte("a"), OffsetDelta: 0}, {Key: []byte("c"), OffsetDelta: 2}})
+	require.NoError(t, err)
+	require.NotEqual(t, int16(0), send(produceReq("t", 0, append([]byte(nil), src...))).ErrorCode)
+	require.Equal(t, int64(0), s.log(t, "t", 0).LogEndOffset())
+
+	require.NoError(t, s.log(t, "t", 0).Append(append([]byte(nil), src...)))
+	spec, _ := s.dst.Topic("t")
+	resp := request[*kmsg.FetchResponse](t, s.client(t), fetchReq(spec, 0, 0, nil))
+	got := resp.Topics[0].Partitions[0].RecordBatches
+	require.Equal(t, src, got, "mirrored bytes are served as appended")
+}
