@@ -11,6 +11,12 @@
 //   - Records/RecordsLimit (decode on request, all five codecs, bounded
 //     against decompression bombs) and BuildBatch (build batches with any
 //     codec) for verification, tests and the simulator.
+//   - ValidateClientBatch and StampClientBatch: a client-produced batch
+//     checked as a Kafka leader's LogValidator does (counts, offset deltas,
+//     record lengths, codec and decode bound, timestamps; *ValidationError
+//     naming the Kafka error) and its header stamped (max timestamp,
+//     LogAppendTime). The data plane's Produce uses them; mirrored batches
+//     never pass through them.
 //   - Control batches: ABORT (0), COMMIT (1) and MIRROR_PID_RESET (7), built
 //     byte-identical to Kafka (BuildControlBatch) and read (ControlType).
 //   - The key/value codecs of the __mirror_state records

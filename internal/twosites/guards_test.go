@@ -8,11 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/records"
 )
 
 // runJavaResult runs a Kafka tool's main class and returns its stdout,
@@ -20,10 +26,18 @@ import (
 // refusals).
 func runJavaResult(t testing.TB, class string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runJavaInput(t, class, "", args...)
+}
+
+// runJavaInput is runJavaResult with stdin. A tool still running after 60 s
+// is killed: its exit code is then -1.
+func runJavaInput(t testing.TB, class, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	bin, cp := java(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, class}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -51,12 +65,19 @@ func partitionCount(t testing.TB, addr, topic string) int {
 // logStart returns the earliest offset of partition 0 of topic.
 func logStart(t testing.TB, addr, topic string) int64 {
 	t.Helper()
+	return listOffset(t, addr, topic, -2)
+}
+
+// listOffset answers ListOffsets for partition 0 of topic at timestamp ts
+// (-2 earliest, -1 latest).
+func listOffset(t testing.TB, addr, topic string, ts int64) int64 {
+	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Timestamp = -2
+	rp.Timestamp = ts
 	rt.Partitions = []kmsg.ListOffsetsRequestTopicPartition{rp}
 	req.Topics = []kmsg.ListOffsetsRequestTopic{rt}
 	resp := request[*kmsg.ListOffsetsResponse](t, kgoClient(t, addr), req)
@@ -83,6 +104,10 @@ func TestMirrorTopicGuardsKafkaTools(t *testing.T) {
 		return p.State == "MIRRORING" && p.DestinationOffset == 10
 	})
 
+	// Producers that do not know kmirror's codes fail fast, without a
+	// retry loop, and nothing is appended (see produceRefused).
+	produceRefused(t, b.addr, guarded)
+
 	const topics = "org.apache.kafka.tools.TopicCommand"
 	alter := func(topic string) (string, int) {
 		out, errOut, code := runJavaResult(t, topics, "--bootstrap-server", b.addr, "--alter", "--topic", topic, "--partitions", "3")
@@ -104,7 +129,7 @@ func TestMirrorTopicGuardsKafkaTools(t *testing.T) {
 		return out + errOut
 	}
 	out = deleteRecords(guarded)
-	require.Contains(t, out, "error", out)
+	require.Contains(t, out, "InvalidTopicException", "the refusal, as a code the tool knows (DeleteRecords has no error message)")
 	t.Logf("kafka-delete-records on a MIRRORING topic:\n%s", out)
 	require.Equal(t, int64(0), logStart(t, b.addr, guarded), "the mirror partition keeps its records")
 	out = deleteRecords(plain)
@@ -126,4 +151,62 @@ func TestMirrorTopicGuardsKafkaTools(t *testing.T) {
 	require.Equal(t, 3, partitionCount(t, b.addr, guarded))
 	a.term()
 	b.term()
+}
+
+// produceRefused: a kgo producer and Kafka's kafka-console-producer writing
+// to topic, a mirror topic that is not STOPPED, fail fast with
+// INVALID_TOPIC_EXCEPTION (the code a Kafka broker answers a write to an
+// internal topic; kmirror's READ_ONLY_TOPIC is unknown to both clients), the
+// Java one showing the message that names READ_ONLY_TOPIC and the mirror;
+// the log end does not move.
+func produceRefused(t *testing.T, addr, topic string) {
+	t.Helper()
+	end := listOffset(t, addr, topic, -1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var produces atomic.Int32
+	cl := kgoClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.WithHooks(produceHook{&produces}))
+	err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+	require.ErrorIs(t, err, kerr.InvalidTopicException)
+	require.NoError(t, ctx.Err(), "kgo failed at once, not at its deadline")
+	require.LessOrEqual(t, produces.Load(), int32(2), "no retry loop (one Produce per partition tried)")
+
+	// The wire message (kgo builds its error from the code alone).
+	batch, err := records.BuildBatch(records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
+		[]records.Record{{Value: []byte("raw")}})
+	require.NoError(t, err)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+	req.Topics = []kmsg.ProduceRequestTopic{rt}
+	p := request[*kmsg.ProduceResponse](t, kgoClient(t, addr), req).Topics[0].Partitions[0]
+	require.Equal(t, kerr.InvalidTopicException.Code, p.ErrorCode)
+	require.NotNil(t, p.ErrorMessage)
+	require.Contains(t, *p.ErrorMessage, "READ_ONLY_TOPIC")
+	require.Contains(t, *p.ErrorMessage, "mirror")
+
+	// delivery.timeout.ms is 120 s: a retried error would outlive the 60 s
+	// the tool is given and be killed (exit code -1).
+	out, errOut, code := runJavaInput(t, "org.apache.kafka.tools.ConsoleProducer", "x\n", "--bootstrap-server", addr, "--topic", topic)
+	errOut = out + errOut
+	require.NotEqual(t, -1, code, "kafka-console-producer ended on its own: %s", errOut)
+	require.Contains(t, errOut, "InvalidTopicException", errOut)
+	require.Contains(t, errOut, "READ_ONLY_TOPIC", errOut)
+	require.Contains(t, errOut, "mirror", errOut)
+	t.Logf("kafka-console-producer on a MIRRORING topic:\n%s", errOut)
+	require.Equal(t, end, listOffset(t, addr, topic, -1), "nothing appended")
+}
+
+// produceHook counts the Produce requests a kgo client writes.
+type produceHook struct{ n *atomic.Int32 }
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (h produceHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Produce) && err == nil {
+		h.n.Add(1)
+	}
 }

@@ -68,7 +68,8 @@ func lastBarrier(t *testing.T, s *site, p int32) int64 {
 }
 
 // requireReadOnly checks that a produce to every partition of s is refused
-// with READ_ONLY_TOPIC (raw Produce and sarama) and appends nothing.
+// (raw Produce and sarama) with INVALID_TOPIC_EXCEPTION, the code the data
+// plane gives clients for kmirror's READ_ONLY_TOPIC, and appends nothing.
 func requireReadOnly(t *testing.T, s *site) {
 	t.Helper()
 	before := map[int32]int64{}
@@ -76,12 +77,12 @@ func requireReadOnly(t *testing.T, s *site) {
 		before[p] = logEnd(t, rawLog(t, s.addr, topic, p))
 	}
 	for p, code := range produceRaw(t, s.addr, topic, partitions) {
-		require.Equal(t, int16(admin.CodeReadOnlyTopic), code, "site %s partition %d", s.name, p)
+		require.Equal(t, int16(admin.CodeInvalidTopic), code, "site %s partition %d", s.name, p)
 	}
 	err := produceSarama(t, s.addr, topic, 0)
 	var ke sarama.KError
 	require.True(t, errors.As(err, &ke), "sarama produce to read-only %s: %v", s.name, err)
-	require.Equal(t, sarama.KError(admin.CodeReadOnlyTopic), ke)
+	require.Equal(t, sarama.ErrInvalidTopic, ke)
 	for p := int32(0); p < partitions; p++ {
 		require.Equal(t, before[p], logEnd(t, rawLog(t, s.addr, topic, p)), "site %s partition %d grew", s.name, p)
 	}

@@ -63,8 +63,10 @@ type Config struct {
 	// listener at (Metadata's broker). Required.
 	AdvertisedHost string
 	AdvertisedPort int32
-	// MaxMessageBytes bounds one Produce partition's records; 0 means
-	// DefaultMaxMessageBytes.
+	// MaxMessageBytes bounds one Produce partition's records of a topic
+	// that sets no max.message.bytes (the topic's config wins, as in
+	// Kafka); 0 means DefaultMaxMessageBytes. It also scales the
+	// decompression bound (see the package doc, Client batches).
 	MaxMessageBytes int
 	// FetchMaxBytes caps a Fetch response; 0 means DefaultFetchMaxBytes.
 	FetchMaxBytes int

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,26 +87,51 @@ func TestProduceConsumeKgo(t *testing.T) {
 }
 
 // TestReadOnlyRefused: a read-only partition refuses Produce with
-// READ_ONLY_TOPIC (kmirror's number, which kgo does not know) and nothing
-// is appended; after SetReadOnly(false) the same produce is accepted.
+// INVALID_TOPIC_EXCEPTION (forClient: kmirror's READ_ONLY_TOPIC is a code no
+// Kafka client knows), with a message naming READ_ONLY_TOPIC and the mirror,
+// and nothing is appended; after SetReadOnly(false) the same produce is
+// accepted.
 func TestReadOnlyRefused(t *testing.T) {
 	s := startSite(t, Config{})
 	s.topic(t, "mirrored", 1)
 	require.NoError(t, s.dst.SetReadOnly("mirrored", 0, true))
 	cl := s.client(t)
 	resp := request[*kmsg.ProduceResponse](t, cl, produceReq("mirrored", 0, dataBatch(t, 0, 0, 3, -1, -1, false)))
-	require.Equal(t, int16(admin.CodeReadOnlyTopic), resp.Topics[0].Partitions[0].ErrorCode)
-	require.Equal(t, int16(10134), resp.Topics[0].Partitions[0].ErrorCode)
+	p := resp.Topics[0].Partitions[0]
+	require.Equal(t, int16(17), p.ErrorCode)
+	require.NotNil(t, p.ErrorMessage)
+	require.Contains(t, *p.ErrorMessage, "READ_ONLY_TOPIC: ")
+	require.Contains(t, *p.ErrorMessage, "mirror")
 	require.Equal(t, int64(0), s.log(t, "mirrored", 0).LogEndOffset())
+	// The mirror refusal comes before the records are looked at, as
+	// Kafka's internal-topic refusal does.
+	bad := dataBatch(t, 0, 0, 1, -1, -1, false)
+	bad[16] = 1 // magic 1
+	r := request[*kmsg.ProduceResponse](t, cl, produceReq("mirrored", 0, bad)).Topics[0].Partitions[0]
+	require.Equal(t, int16(17), r.ErrorCode)
+	require.Contains(t, *r.ErrorMessage, "READ_ONLY_TOPIC: ")
+	v7 := produceReq("mirrored", 0, dataBatch(t, 0, 0, 3, -1, -1, false))
+	v7.Version = 7 // no ErrorMessage field: the same code
+	r7, err := s.dp.Serve(context.Background(), v7)
+	require.NoError(t, err)
+	require.Equal(t, int16(17), r7.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode)
+	require.Nil(t, r7.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorMessage)
 
-	// A kgo producer fails without retrying; kgo does not know kmirror's
-	// code, so it reports UNKNOWN_SERVER_ERROR (the wire code is checked
-	// above).
-	pcl := s.client(t, kgo.DefaultProduceTopic("mirrored"), kgo.RecordRetries(0))
+	// The Go API keeps kmirror's code for callers that know it.
+	_, err = s.dst.Produce(context.Background(), "mirrored", 0, dataBatch(t, 0, 0, 1, -1, -1, false))
+	require.ErrorIs(t, err, admin.CodeReadOnlyTopic.Err())
+
+	// A kgo producer with its default retries fails at once: the code is
+	// not retriable, so it sends one Produce (kgo builds the error from the
+	// code alone: the message is on the wire, checked above).
+	var produces atomic.Int32
+	pcl := s.client(t, kgo.DefaultProduceTopic("mirrored"), kgo.WithHooks(produceCounter{&produces}))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := pcl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
-	require.ErrorIs(t, err, kerr.UnknownServerError)
+	err = pcl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+	require.ErrorIs(t, err, kerr.InvalidTopicException)
+	require.NoError(t, ctx.Err(), "failed fast, before the deadline")
+	require.Equal(t, int32(1), produces.Load(), "one Produce, no retry")
 	require.Equal(t, int64(0), s.log(t, "mirrored", 0).LogEndOffset())
 
 	require.NoError(t, s.dst.SetReadOnly("mirrored", 0, false))
@@ -306,5 +332,15 @@ func TestFetchLongPollWokenByProduce(t *testing.T) {
 		require.Less(t, time.Since(start), 30*time.Second)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the fetch was not woken by the produce")
+	}
+}
+
+// produceCounter is a kgo hook that counts the Produce requests written.
+type produceCounter struct{ n *atomic.Int32 }
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (c produceCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Produce) && err == nil {
+		c.n.Add(1)
 	}
 }

@@ -17,7 +17,8 @@
 //   - ListOffsets (earliest, latest, by timestamp with a header scan) and
 //     OffsetForLeaderEpoch;
 //   - Produce (acks 0, 1, all) through a Writer, which refuses read-only
-//     partitions with READ_ONLY_TOPIC, with idempotent-producer sequence
+//     partitions (answered to clients as below), with every client batch
+//     validated first (see Client batches), idempotent-producer sequence
 //     checks against the producer state the log keeps
 //     (fetcher.ProducerStateReader: nothing is scanned at the first produce
 //     after a failover or a restart), and InitProducerId;
@@ -31,8 +32,55 @@
 //   - CreatePartitions, DeleteTopics and DeleteRecords over a Destination
 //     implementing mirror.ClientAdmin (left out of ApiVersions otherwise): a
 //     mirror topic that is not STOPPED is refused per topic (per partition
-//     for DeleteRecords) with INVALID_CLUSTER_MIRROR_STATES and keeps its
-//     partitions and records; other topics of the same request are served.
+//     for DeleteRecords) and keeps its partitions and records; other topics
+//     of the same request are served.
+//
+// # Client batches
+//
+// Produce validates a partition's records as a Kafka leader does before it
+// appends (ProduceRequest's checks, the log's append analysis and
+// LogValidator for a client origin; records.ValidateClientBatch), and
+// refuses the whole partition, appending nothing, with Kafka's code and,
+// from Produce v8, an error message: exactly one v2 batch (INVALID_RECORD;
+// another magic is INVALID_RECORD too); at most the topic's
+// max.message.bytes, else Config.MaxMessageBytes (MESSAGE_TOO_LARGE); a
+// valid CRC (CORRUPT_MESSAGE); base offset 0, a record count that equals the
+// last offset delta + 1 and the records inside, offset deltas 0..n-1, record
+// lengths that cover exactly their fields, nothing after the last record, no
+// control batch, a sequence with a producer id, a key on a compacted topic
+// (INVALID_RECORD); codec none, gzip, snappy, lz4 or zstd
+// (UNSUPPORTED_COMPRESSION_TYPE, also zstd before Produce v7), a payload that
+// decodes (INVALID_RECORD) within max(64 MiB, 64 × max.message.bytes), at
+// most 256 MiB (MESSAGE_TOO_LARGE: a decompression bomb; Kafka bounds only
+// the compressed size and its producers keep a batch's uncompressed bytes
+// near max.message.bytes); no LogAppendTime attribute from the client and,
+// under message.timestamp.type=CreateTime, every record timestamp within
+// message.timestamp.before.max.ms / after.max.ms of the broker's clock
+// (INVALID_TIMESTAMP; both default to no bound, as in Kafka 4). The leader
+// then stamps the header as Kafka does, on a copy with the CRC recomputed:
+// the records' largest timestamp, or under LogAppendTime the attribute and
+// its clock (answered as the response's LogAppendTime). Mirrored batches
+// never pass here: the fetcher's appends are CRC-checked only and stay
+// byte-exact.
+//
+// # Mirror refusals and Kafka clients
+//
+// No Kafka client knows kmirror's error codes: kgo and the Java client take
+// READ_ONLY_TOPIC or INVALID_CLUSTER_MIRROR_STATES for UNKNOWN_SERVER_ERROR
+// (kgo dropped the record with no cause, kafka-delete-records printed
+// none). forClient is the one mapping: a mirror code answered to Produce
+// (plain or transactional), DeleteRecords, CreatePartitions or DeleteTopics
+// is sent as INVALID_TOPIC_EXCEPTION, the code a Kafka broker answers a
+// client write to an internal topic. Every version of these keys knows it,
+// and kgo and the Java client do not retry it: the write fails at once (a
+// transaction must abort). The message, where the version carries one
+// (Produce v8+, CreatePartitions, DeleteTopics v5+; DeleteRecords never),
+// starts with the mirror code's name, "READ_ONLY_TOPIC: orders-0 is a
+// mirror partition and accepts writes only once STOPPED"; the Java client
+// shows it, kgo builds its produce error from the code alone
+// (kerr.InvalidTopicException). The Go API keeps kmirror's codes
+// (mirror.Destination.Produce: errors.Is(err, admin.CodeReadOnlyTopic.Err())),
+// as do the mirror RPCs.
 //
 // # Authorization
 //

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -33,8 +34,9 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 			case !ok:
 				p.ErrorCode = fetcher.CodeUnknownTopicOrPartition
 			default:
-				p.ErrorCode, msg = dp.produceOne(ctx, spec, r.TransactionID, rp, &p)
+				p.ErrorCode, msg = dp.produceOne(ctx, spec, r.Version, r.TransactionID, rp, &p)
 			}
+			p.ErrorCode, msg = forClient(kmsg.Produce, r.Version, p.ErrorCode, msg)
 			if msg != "" && r.Version >= 8 {
 				p.ErrorMessage = &msg
 			}
@@ -48,53 +50,71 @@ func (dp *DataPlane) produce(ctx context.Context, req kmsg.Request) (kmsg.Respon
 	return resp, nil
 }
 
-// validateBatches checks that recs is one or more whole, CRC-valid v2 data
-// batches within the size limit, as a leader does before appending
-// (LogValidator); it returns them, or a Kafka code and a message.
-func (dp *DataPlane) validateBatches(recs []byte) ([]records.Batch, int16, string) {
-	if len(recs) > dp.cfg.MaxMessageBytes {
-		return nil, codeMessageTooLarge, "records exceed the message size limit"
+// validateBatches checks a client's records for one partition the way a
+// Kafka partition leader does before appending (ProduceRequest's record
+// checks, the log's append analysis and LogValidator for a client origin;
+// validate.go has the topic's rules and the codes): exactly one whole v2
+// batch within the size limit that records.ValidateClientBatch accepts,
+// zstd only from Produce v7 on. It returns the batch and the bytes to
+// append, which are recs itself unless the leader stamped the header (the
+// max timestamp, LogAppendTime), then a stamped copy: the request's bytes
+// are never written. A refusal returns a Kafka code and a message and
+// appends nothing. Only client Produce calls it: mirrored batches never
+// pass here and stay byte-exact. appendTime is the time the leader stamped
+// under LogAppendTime (the response's LogAppendTime), else -1.
+func (dp *DataPlane) validateBatches(spec mirror.TopicSpec, version int16, recs []byte) (_ []records.Batch, _ []byte, appendTime int64, _ int16, _ string) {
+	rules, maxBytes := dp.clientRules(spec)
+	if len(recs) > maxBytes {
+		return nil, nil, -1, codeMessageTooLarge, fmt.Sprintf("the records are %d bytes, more than max.message.bytes %d", len(recs), maxBytes)
 	}
 	if len(recs) == 0 {
-		return nil, codeCorruptMessage, "no record batch"
+		return nil, nil, -1, codeInvalidRecord, "a produce must hold one record batch per partition"
 	}
-	var out []records.Batch
-	for pos := 0; pos < len(recs); {
-		b, err := records.ParseBatch(recs[pos:])
-		switch {
-		case err != nil && len(recs)-pos >= 17 && int8(recs[pos+16]) != 2:
-			return nil, codeUnsupportedForMessageFmt, "only v2 record batches are accepted"
-		case err != nil:
-			return nil, codeCorruptMessage, err.Error()
-		}
-		if err := b.VerifyCRC(); err != nil {
-			return nil, codeCorruptMessage, err.Error()
-		}
-		a := b.Attributes()
-		switch {
-		case a.IsControl():
-			return nil, codeInvalidRecord, "clients may not write control batches"
-		case b.LastOffsetDelta() < 0 || b.NumRecords() != b.LastOffsetDelta()+1:
-			return nil, codeInvalidRecord, "record count does not match the last offset delta"
-		case a.IsTransactional() && b.ProducerID() < 0:
-			return nil, codeInvalidRecord, "transactional batch without a producer id"
-		case b.ProducerID() >= 0 && b.BaseSequence() < 0:
-			return nil, codeInvalidRecord, "idempotent batch without a sequence"
-		}
-		out = append(out, b)
-		pos += len(b)
+	if len(recs) > 16 && int8(recs[16]) != 2 {
+		return nil, nil, -1, codeInvalidRecord, fmt.Sprintf("magic %d: only v2 record batches are accepted", int8(recs[16]))
 	}
-	return out, fetcher.CodeNone, ""
+	b, err := records.ParseBatch(recs)
+	if err != nil {
+		return nil, nil, -1, codeCorruptMessage, err.Error()
+	}
+	if len(b) != len(recs) {
+		if _, err := records.ParseBatch(recs[len(b):]); err != nil {
+			return nil, nil, -1, codeCorruptMessage, "bytes after the record batch: " + err.Error()
+		}
+		return nil, nil, -1, codeInvalidRecord, "a produce must hold exactly one record batch per partition"
+	}
+	if version < 7 && b.Attributes().Compression() == records.CompressionZstd {
+		return nil, nil, -1, codeUnsupportedCompression, fmt.Sprintf("produce v%d may not use zstd compression (v7 or later)", version)
+	}
+	info, err := records.ValidateClientBatch(b, rules)
+	if err != nil {
+		return nil, nil, -1, validationCode(err), err.Error()
+	}
+	if rules.LogAppendTime || info.MaxTimestamp != b.MaxTimestamp() {
+		stamped := records.Batch(append([]byte(nil), b...))
+		records.StampClientBatch(stamped, info, rules.LogAppendTime)
+		b, recs = stamped, stamped
+	}
+	appendTime = -1
+	if rules.LogAppendTime {
+		appendTime = info.MaxTimestamp
+	}
+	return []records.Batch{b}, recs, appendTime, fetcher.CodeNone, ""
 }
 
 // produceOne appends one partition's batches through the Writer after the
 // validation, transaction (txn_produce.go) and sequence checks.
-func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, txnID *string, rp kmsg.ProduceRequestTopicPartition, p *kmsg.ProduceResponseTopicPartition) (int16, string) {
+func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, version int16, txnID *string, rp kmsg.ProduceRequestTopicPartition, p *kmsg.ProduceResponseTopicPartition) (int16, string) {
 	part, code := dp.resolve(spec, rp.Partition)
 	if code != fetcher.CodeNone {
 		return code, ""
 	}
-	batches, code, msg := dp.validateBatches(rp.Records)
+	if part.log.ReadOnly() {
+		// Kafka refuses a write to an internal topic before it looks at the
+		// records; the Writer checks again under the log's lock.
+		return int16(admin.CodeReadOnlyTopic), fmt.Sprintf("%s-%d is a mirror partition and accepts writes only once STOPPED", spec.Name, rp.Partition)
+	}
+	batches, recs, appendTime, code, msg := dp.validateBatches(spec, version, rp.Records)
 	if code != fetcher.CodeNone {
 		return code, msg
 	}
@@ -138,13 +158,13 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, txnI
 		}
 	}
 	end := part.log.LogEndOffset()
-	base, err := dp.writer.Produce(ctx, spec.Name, rp.Partition, rp.Records)
+	base, err := dp.writer.Produce(ctx, spec.Name, rp.Partition, recs)
 	if e != nil {
 		e.accepted(tp, end, part.log.LogEndOffset()) // the partitions EndTxn marks
 	}
 	if err != nil {
 		pp.loadedEnd = -1 // the log may hold part of it: reload on the next produce
-		return writeCode(err), err.Error()
+		return writeCode(err)
 	}
 	next := base
 	for _, b := range batches {
@@ -154,21 +174,22 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, txnI
 		next += int64(b.LastOffsetDelta()) + 1
 	}
 	pp.loadedEnd = part.log.LogEndOffset()
-	p.BaseOffset, p.LogStartOffset = base, part.log.LogStartOffset()
+	p.BaseOffset, p.LogStartOffset, p.LogAppendTime = base, part.log.LogStartOffset(), appendTime
 	dp.appended()
 	return fetcher.CodeNone, ""
 }
 
-// writeCode maps a Writer error to a Kafka code: the code of an
-// *admin.Error (READ_ONLY_TOPIC), CORRUPT_MESSAGE for a batch the log
+// writeCode maps a Writer error to a Kafka code and message: the code and
+// message of an *admin.Error (READ_ONLY_TOPIC, which forClient turns into
+// the code a Kafka client knows), CORRUPT_MESSAGE for a batch the log
 // refused, KAFKA_STORAGE_ERROR otherwise.
-func writeCode(err error) int16 {
+func writeCode(err error) (int16, string) {
 	var ae *admin.Error
 	switch {
 	case errors.As(err, &ae):
-		return int16(ae.Code)
+		return int16(ae.Code), ae.Message
 	case errors.Is(err, fetcher.ErrInvalidBatch):
-		return codeCorruptMessage
+		return codeCorruptMessage, err.Error()
 	}
-	return codeKafkaStorageError
+	return codeKafkaStorageError, err.Error()
 }

@@ -50,7 +50,9 @@ func codeOf(err error) (int16, string) {
 
 // mirrorGuard answers INVALID_CLUSTER_MIRROR_STATES when a partition of spec
 // is read-only (a mirror topic that is not STOPPED), as the ClientAdmin
-// does; it lets ValidateOnly requests answer what the real one would.
+// does; it lets ValidateOnly requests answer what the real one would. Like
+// every mirror code sent to a client, forClient turns it into
+// INVALID_TOPIC_EXCEPTION on the wire.
 func (dp *DataPlane) mirrorGuard(op string, spec mirror.TopicSpec) (int16, string) {
 	for p := int32(0); p < spec.Partitions; p++ {
 		if dp.dst.ReadOnly(spec.Name, p) {
@@ -63,7 +65,8 @@ func (dp *DataPlane) mirrorGuard(op string, spec mirror.TopicSpec) (int16, strin
 
 // createPartitions serves CreatePartitions through the Destination's
 // ClientAdmin: a mirror topic that is not STOPPED is refused with
-// INVALID_CLUSTER_MIRROR_STATES, other topics of the request are unaffected.
+// INVALID_TOPIC_EXCEPTION (forClient; the message names
+// INVALID_CLUSTER_MIRROR_STATES), other topics of the request are unaffected.
 // A topic named twice is refused (every copy) with INVALID_REQUEST.
 func (dp *DataPlane) createPartitions(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.CreatePartitionsRequest)
@@ -82,6 +85,7 @@ func (dp *DataPlane) createPartitions(ctx context.Context, req kmsg.Request) (km
 		} else {
 			code, msg = dp.createPartitionsOne(ctx, rt, r.ValidateOnly)
 		}
+		code, msg = forClient(kmsg.CreatePartitions, r.Version, code, msg)
 		t.ErrorCode = code
 		if code != 0 && msg != "" {
 			t.ErrorMessage = &msg
@@ -134,7 +138,8 @@ func (dp *DataPlane) createPartitionsOne(ctx context.Context, rt kmsg.CreatePart
 
 // deleteTopics serves DeleteTopics (by name, or by id from v6) through the
 // Destination's ClientAdmin: a mirror topic that is not STOPPED is refused
-// with INVALID_CLUSTER_MIRROR_STATES and keeps its data; other topics of the
+// with INVALID_TOPIC_EXCEPTION (forClient; the message, from v5, names
+// INVALID_CLUSTER_MIRROR_STATES) and keeps its data; other topics of the
 // request are deleted. A topic named twice, or an entry naming both or
 // neither a name and an id, is refused with INVALID_REQUEST.
 func (dp *DataPlane) deleteTopics(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
@@ -166,6 +171,7 @@ func (dp *DataPlane) deleteTopics(ctx context.Context, req kmsg.Request) (kmsg.R
 		default:
 			codes[i], msgs[i] = dp.deleteTopicOne(ctx, specs[i])
 		}
+		codes[i], msgs[i] = forClient(kmsg.DeleteTopics, r.Version, codes[i], msgs[i])
 		t := kmsg.NewDeleteTopicsResponseTopic()
 		t.Topic, t.TopicID, t.ErrorCode = e.Topic, e.TopicID, codes[i]
 		if t.Topic == nil && name != "" {
@@ -220,7 +226,8 @@ func (dp *DataPlane) deleteTopicOne(ctx context.Context, spec mirror.TopicSpec) 
 
 // deleteRecords serves DeleteRecords through the Destination's ClientAdmin:
 // a partition of a mirror topic that is not STOPPED is refused with
-// INVALID_CLUSTER_MIRROR_STATES and loses nothing; other partitions of the
+// INVALID_TOPIC_EXCEPTION (forClient; DeleteRecords has no message) and
+// loses nothing; other partitions of the
 // request are unaffected. Offset -1 means the high watermark; any other
 // negative offset, or one above the high watermark, is OFFSET_OUT_OF_RANGE. A
 // partition named twice is refused (every copy) with INVALID_REQUEST.
@@ -244,6 +251,7 @@ func (dp *DataPlane) deleteRecords(ctx context.Context, req kmsg.Request) (kmsg.
 			} else {
 				p.LowWatermark, p.ErrorCode = dp.deleteRecordsOne(ctx, rt.Topic, rp)
 			}
+			p.ErrorCode, _ = forClient(kmsg.DeleteRecords, r.Version, p.ErrorCode, "")
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)

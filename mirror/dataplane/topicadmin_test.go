@@ -63,7 +63,7 @@ func TestCreatePartitionsGuard(t *testing.T) {
 	s, cl := guardSite(t)
 	counts := map[string]int32{"m": 4, "p": 3, "u": 2}
 	resp := request[*kmsg.CreatePartitionsResponse](t, cl, createPartitionsReq(false, counts, "m", "p", "u"))
-	require.Equal(t, map[string]int16{"m": int16(admin.CodeInvalidClusterMirrorStates), "p": 0, "u": fetcher.CodeUnknownTopicOrPartition},
+	require.Equal(t, map[string]int16{"m": codeInvalidTopic, "p": 0, "u": fetcher.CodeUnknownTopicOrPartition},
 		createPartitionsCodes(resp))
 	m, _ := s.dst.Topic("m")
 	p, _ := s.dst.Topic("p")
@@ -113,7 +113,7 @@ func TestCreatePartitionsBadInput(t *testing.T) {
 	// ValidateOnly answers the guard as the real request would.
 	require.NoError(t, s.dst.SetReadOnly("m", 1, true))
 	resp = request[*kmsg.CreatePartitionsResponse](t, cl, createPartitionsReq(true, map[string]int32{"m": 3}, "m"))
-	require.Equal(t, int16(admin.CodeInvalidClusterMirrorStates), resp.Topics[0].ErrorCode)
+	require.Equal(t, codeInvalidTopic, resp.Topics[0].ErrorCode)
 }
 
 func deleteTopicsCodes(resp *kmsg.DeleteTopicsResponse) map[string]int16 {
@@ -141,14 +141,14 @@ func TestDeleteTopicsGuard(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 	}
 	resp := request[*kmsg.DeleteTopicsResponse](t, cl, req)
-	require.Equal(t, map[string]int16{"m": int16(admin.CodeInvalidClusterMirrorStates), "p": 0, "u": fetcher.CodeUnknownTopicOrPartition},
+	require.Equal(t, map[string]int16{"m": codeInvalidTopic, "p": 0, "u": fetcher.CodeUnknownTopicOrPartition},
 		deleteTopicsCodes(resp))
 	// v5 names topics in TopicNames.
 	old := kmsg.NewPtrDeleteTopicsRequest()
 	old.Version, old.TopicNames = 5, []string{"m", "p"}
 	raw, err := s.dp.Serve(t.Context(), old)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int16{"m": int16(admin.CodeInvalidClusterMirrorStates), "p": fetcher.CodeUnknownTopicOrPartition},
+	require.Equal(t, map[string]int16{"m": codeInvalidTopic, "p": fetcher.CodeUnknownTopicOrPartition},
 		deleteTopicsCodes(raw.(*kmsg.DeleteTopicsResponse)))
 	_, ok := s.dst.Topic("p")
 	require.False(t, ok)
@@ -223,7 +223,7 @@ func deleteRecordsResults(resp *kmsg.DeleteRecordsResponse) map[string]lowCode {
 func TestDeleteRecordsGuard(t *testing.T) {
 	s, cl := guardSite(t)
 	resp := request[*kmsg.DeleteRecordsResponse](t, cl, deleteRecordsReq(map[string]int64{"m": 2, "p": 2}, "m", "p"))
-	require.Equal(t, map[string]lowCode{"m": {-1, int16(admin.CodeInvalidClusterMirrorStates)}, "p": {2, 0}},
+	require.Equal(t, map[string]lowCode{"m": {-1, codeInvalidTopic}, "p": {2, 0}},
 		deleteRecordsResults(resp))
 	require.Equal(t, int64(0), s.log(t, "m", 0).LogStartOffset())
 	require.Equal(t, int64(2), s.log(t, "p", 0).LogStartOffset())

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -237,14 +238,17 @@ func TestTxnMirrorPartitionUntouchable(t *testing.T) {
 	// idempotent with the mirrored id; raw control batches (COMMIT, ABORT)
 	// of the mirrored producer, with and without the transactional id.
 	mirroredBatch := dataBatchEpoch(t, 0, 0, 1, m.pid, m.pepoch, m.nextSeq, true)
-	require.Equal(t, readOnly, x.produce("src", mirroredBatch, true))
-	require.Equal(t, readOnly, x.produce("src", dataBatchEpoch(t, 0, 0, 1, x.pid, x.epoch, 0, true), true))
-	require.Equal(t, readOnly, x.produce("src", dataBatchEpoch(t, 0, 0, 1, m.pid, m.pepoch, m.nextSeq, false), false))
-	require.Equal(t, readOnly, x.produce("src", dataBatch(t, 0, 0, 1, -1, -1, false), false))
+	require.Equal(t, codeInvalidTopic, x.produce("src", mirroredBatch, true))
+	require.Equal(t, codeInvalidTopic, x.produce("src", dataBatchEpoch(t, 0, 0, 1, x.pid, x.epoch, 0, true), true))
+	require.Equal(t, codeInvalidTopic, x.produce("src", dataBatchEpoch(t, 0, 0, 1, m.pid, m.pepoch, m.nextSeq, false), false))
+	require.Equal(t, codeInvalidTopic, x.produce("src", dataBatch(t, 0, 0, 1, -1, -1, false), false))
 	for _, ct := range []records.ControlType{records.ControlCommit, records.ControlAbort} {
 		ctrl := records.BuildControlBatch(records.ControlBatchSpec{ProducerID: m.pid, ProducerEpoch: m.pepoch, Type: ct, Timestamp: 5})
-		require.Equal(t, codeInvalidRecord, x.produce("src", ctrl, false))
-		require.Equal(t, codeInvalidRecord, x.produce("src", ctrl, true))
+		// Refused for the partition being read-only (checked first, as Kafka checks
+		// an internal topic), and for being a client's control batch where writable.
+		require.Equal(t, codeInvalidTopic, x.produce("src", ctrl, false))
+		require.Equal(t, codeInvalidTopic, x.produce("src", ctrl, true))
+		require.Equal(t, codeInvalidRecord, x.produce("local", ctrl, false))
 	}
 
 	// AddOffsetsToTxn is for a group and passes; TxnOffsetCommit of the
@@ -314,7 +318,7 @@ func TestTxnMirrorPartitionUntouchableWithSameID(t *testing.T) {
 	require.Equal(t, m.pid, x.pid, "the allocator handed out the mirrored id")
 	require.Equal(t, m.pepoch, x.epoch)
 	require.Equal(t, []int16{int16(admin.CodeReadOnlyTopic)}, x.add("src", 0))
-	require.Equal(t, int16(admin.CodeReadOnlyTopic), x.produce("src", 0, m.nextSeq, 1).ErrorCode)
+	require.Equal(t, codeInvalidTopic, x.produce("src", 0, m.nextSeq, 1).ErrorCode)
 	require.Equal(t, []int16{0}, x.add("local", 0))
 	require.Equal(t, int16(0), x.produce("local", 0, 0, 1).ErrorCode)
 	require.Equal(t, int16(0), x.end(4, true))
@@ -453,7 +457,9 @@ func TestLocalIDEqualToMirroredAfterFailover(t *testing.T) {
 	require.Equal(t, pid, x.pid)
 	require.Equal(t, codeInvalidTxnState, x.produce("nobarrier", 0, 0, 1).ErrorCode, "not added")
 	require.Equal(t, []int16{0, 0}, append(x.add("stopped", 0), x.add("nobarrier", 0)...))
-	req := produceReq("stopped", 0, dataBatchEpoch(t, 100, 0, 1, x.pid, x.epoch, 0, true)) // value v100
+	b := dataBatchEpoch(t, 100, 0, 1, x.pid, x.epoch, 0, true) // value v100
+	binary.BigEndian.PutUint64(b, 0)                           // a client's base offset (outside the CRC)
+	req := produceReq("stopped", 0, b)
 	req.TransactionID = &x.id
 	p := serve[*kmsg.ProduceResponse](t, dp, req).Topics[0].Partitions[0]
 	require.Equal(t, int16(0), p.ErrorCode)
