@@ -133,6 +133,9 @@ var authzRules = map[kmsg.Key]authzRule{
 	kmsg.TxnOffsetCommit:      authzTxnOffsetCommit,
 	kmsg.DescribeTransactions: authzDescribeTransactions,
 	kmsg.ListTransactions:     authzListTransactions,
+	kmsg.DescribeACLs:         authzDescribeACLs,
+	kmsg.CreateACLs:           authzCreateACLs,
+	kmsg.DeleteACLs:           authzDeleteACLs,
 }
 
 // call serves req with a's handler, through the key's authorization rule
