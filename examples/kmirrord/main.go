@@ -52,6 +52,9 @@ type options struct {
 	metrics      string // host:port of the Prometheus /metrics endpoint, "" for none
 	enforceACLs  bool
 	superUsers   []string
+	tlsCert      string // PEM files of the listener's TLS (authz.go); "" = plaintext
+	tlsKey       string
+	tlsClientCA  string
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -118,8 +121,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
-	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "make the data plane enforce the ACLs the mirrors synced to this site (principal: User:ANONYMOUS, no SASL)")
+	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "authorize every request (the mirror RPCs and the data plane) with the site's ACLs: its own (CreateAcls) and those its mirrors synced")
 	superUsers := fs.String("super-users", "", "comma-separated `principals` (User:admin) allowed everything with -enforce-acls")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM `file` of the listener's TLS certificate (default: plaintext)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM `file` of the CAs of client certificates; a verified certificate's subject is the principal (User:CN=...)")
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics (kmirror_*) on `host:port` at /metrics (default: off)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kmirrord -listen HOST:PORT -data DIR [-cluster-id ID] [flags]\n\nFlags:\n")
@@ -174,6 +180,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			}
 			o.superUsers = append(o.superUsers, p)
 		}
+	}
+	if err := checkTLSFlags(o); err != nil {
+		return nil, err
 	}
 	if o.clusterID != "" {
 		if err := validClusterID(o.clusterID); err != nil {
@@ -273,6 +282,10 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 // listen opens the listener, builds the data plane and the server, and
 // starts serving.
 func (d *daemon) listen(o *options) error {
+	tlsCfg, err := serverTLS(o)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("kmirrord: listen: %w", err)
@@ -290,9 +303,19 @@ func (d *daemon) listen(o *options) error {
 	}
 	d.dp = dp
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
+	if o.enforceACLs {
+		if err := checkAuthzRules(extra); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
 	srv, err := admin.NewServer(admin.ServerConfig{
 		Handler: adminhandler.New(d.m),
-		Extra:   extra,
+		// The mirror RPCs are authorized with the data plane's decision
+		// (nil, allowing everything, without -enforce-acls).
+		Authorizer: dp.Authorizer(),
+		TLS:        tlsCfg,
+		Extra:      extra,
 		OnError: func(err error) { d.log.Debug("kmirrord: connection error", "err", err) },
 	})
 	if err != nil {
@@ -302,7 +325,7 @@ func (d *daemon) listen(o *options) error {
 	d.srv, d.ln = srv, ln
 	go func() { d.done <- srv.Serve(ln) }()
 	d.log.Info("kmirrord listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)),
-		"data", o.data, "cluster_id", d.dest.ClusterID(), "enforce_acls", o.enforceACLs)
+		"data", o.data, "cluster_id", d.dest.ClusterID(), "enforce_acls", o.enforceACLs, "tls", tlsCfg != nil)
 	return nil
 }
 
