@@ -316,7 +316,7 @@ func (d *daemon) listen(o *options) error {
 		Authorizer: dp.Authorizer(),
 		TLS:        tlsCfg,
 		Extra:      extra,
-		OnError: func(err error) { d.log.Debug("kmirrord: connection error", "err", err) },
+		OnError:    func(err error) { d.log.Debug("kmirrord: connection error", "err", err) },
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -260,3 +260,25 @@ func TestAuthorizerIsTheDataPlaneDecision(t *testing.T) {
 	plain := startSite(t, Config{})
 	require.Nil(t, plain.dp.Authorizer())
 }
+
+// TestACLWireCodesAreKafkas: the wire codes of the ACL enums are Kafka's
+// (as kmsg names them), CLUSTER_MIRROR being admin.ResourceClusterMirror.
+func TestACLWireCodesAreKafkas(t *testing.T) {
+	for c, name := range resourceTypeCodes {
+		if c == kmsg.ACLResourceType(admin.ResourceClusterMirror) {
+			require.Equal(t, admin.ResourceClusterMirror.String(), name)
+			require.Equal(t, "UNKNOWN", c.String(), "CLUSTER_MIRROR's code is free in Kafka's table")
+			continue
+		}
+		require.Equal(t, c.String(), name)
+	}
+	for c, name := range operationCodes {
+		require.Equal(t, c.String(), name)
+	}
+	for c, name := range patternCodes {
+		require.Equal(t, c.String(), name)
+	}
+	for c, name := range permissionCodes {
+		require.Equal(t, c.String(), name)
+	}
+}
