@@ -18,12 +18,23 @@
 //   - -cluster-id ID: the site's cluster id. Used on first start (a random id
 //     when empty) and stored in DIR/kmirrord-cluster-id; a later start with
 //     another ID is refused.
-//   - -enforce-acls: the data plane checks every request against the ACLs
-//     the mirrors synced to this site (acls.include), with Kafka's semantics
-//     and error codes (dataplane.Config.EnforceACLs). Off by default: every
-//     client may do everything, as on a broker without an authorizer. The
-//     listener is plaintext without SASL, so every client is User:ANONYMOUS.
+//   - -enforce-acls: every request is authorized against the site's ACLs,
+//     its own (CreateAcls, kept in DIR/kmirror-local-acls.json) and those the
+//     mirrors synced (acls.include), with Kafka's semantics and error codes:
+//     the data plane's keys (dataplane.Config.EnforceACLs), DescribeConfigs,
+//     and the KIP's mirror RPCs through the same decision
+//     (dataplane.DataPlane.Authorizer: CREATE, ALTER or DESCRIBE on the
+//     CLUSTER_MIRROR, CLUSTER_MIRROR_AUTHORIZATION_FAILED; CLUSTER_ACTION on
+//     the cluster for the instance RPCs). Every key the listener serves has
+//     a rule (the daemon refuses to start otherwise); ApiVersions,
+//     SaslHandshake and SaslAuthenticate are the only keys without one.
+//     Off by default: every client may do everything, as on a broker
+//     without an authorizer, and the ACL RPCs answer SECURITY_DISABLED.
 //   - -super-users P1,P2: principals allowed everything with -enforce-acls.
+//   - -tls-cert FILE -tls-key FILE [-tls-client-ca FILE]: TLS on the
+//     listener (PEM). With a client CA a client certificate is verified
+//     when sent and names the principal, "User:" + its subject
+//     (User:CN=alice); a client without one is User:ANONYMOUS.
 //   - -sync-interval, -log-level, -log-format, -cpuprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama
