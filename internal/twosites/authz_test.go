@@ -120,9 +120,10 @@ func aclTool(t *testing.T, addr, props string, args ...string) string {
 //   - Kafka's kafka-acls adds topic, group and cluster ACLs for alice that
 //     then take effect on the data plane, lists them, and removes them;
 //   - a CreateAcls of the CLUSTER_MIRROR resource type (which kafka-acls
-//     cannot name) lets alice describe mirror m1 only: her describe of m2
-//     and her stop of m1 are refused with CLUSTER_MIRROR_AUTHORIZATION_FAILED
-//     and m1 keeps mirroring;
+//     cannot name; a kgo request, then mirrorctl --remove-acl/--add-acl)
+//     lets alice describe mirror m1 only: her describe of m2, her stop of
+//     m1 and her own grants are refused (CLUSTER_MIRROR_AUTHORIZATION_FAILED,
+//     CLUSTER_AUTHORIZATION_FAILED) and m1 keeps mirroring;
 //   - the anonymous client cannot create, start, stop or delete mirrors, nor
 //     call WriteMirrorStates or BumpLeaderEpochs, and nothing changes.
 func TestAuthorizationOverTheWire(t *testing.T) {
@@ -220,6 +221,19 @@ func TestAuthorizationOverTheWire(t *testing.T) {
 	_, errOut, code = ctlAs(a, aliceProps, "--stop", "--mirror", "m1", "--topics", "orders")
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, "CLUSTER_MIRROR_AUTHORIZATION_FAILED")
+	_, errOut, code = ctlAs(a, aliceProps, "--add-acl", "--mirror", "m2", "--principal", "User:CN=alice", "--operation", "Describe")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "CLUSTER_AUTHORIZATION_FAILED", "alice may not grant herself more")
+
+	// mirrorctl's ACL verbs: removing the grant refuses alice again, adding
+	// it back lets her describe m1 again.
+	require.Contains(t, a.ctl("--remove-acl", "--mirror", "m1", "--principal", "User:CN=alice", "--operation", "Describe"), "Removed ACL ALLOW DESCRIBE")
+	_, errOut, code = ctlAs(a, aliceProps, "--describe", "--mirror", "m1")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "CLUSTER_MIRROR_AUTHORIZATION_FAILED")
+	require.Contains(t, a.ctl("--add-acl", "--mirror", "m1", "--principal", "User:CN=alice", "--operation", "Describe"), "Added ACL ALLOW DESCRIBE")
+	_, errOut, code = ctlAs(a, aliceProps, "--describe", "--mirror", "m1")
+	require.Equal(t, 0, code, errOut)
 
 	// The anonymous client: every mirror change and instance RPC refused.
 	cfgFile := filepath.Join(t.TempDir(), "m3.properties")
