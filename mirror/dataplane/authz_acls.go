@@ -59,7 +59,7 @@ var (
 		5: ResourceTransactional, 6: ResourceDelegationToken, 7: ResourceUser,
 		kmsg.ACLResourceType(admin.ResourceClusterMirror): ResourceClusterMirror}
 	patternCodes    = map[kmsg.ACLResourcePatternType]string{3: PatternLiteral, 4: PatternPrefixed}
-	operationCodes  = map[kmsg.ACLOperation]string{2: OpAll, 3: OpRead, 4: OpWrite, 5: OpCreate, 6: OpDelete, 7: OpAlter, 8: OpDescribe, 9: OpClusterAction, 10: OpDescribeConfigs, 11: OpAlterConfigs, 12: OpIdempotentWrite, 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS"}
+	operationCodes  = map[kmsg.ACLOperation]string{2: OpAll, 3: OpRead, 4: OpWrite, 5: OpCreate, 6: OpDelete, 7: OpAlter, 8: OpDescribe, 9: OpClusterAction, 10: OpDescribeConfigs, 11: OpAlterConfigs, 12: OpIdempotentWrite, 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS", 15: "TWO_PHASE_COMMIT"}
 	permissionCodes = map[kmsg.ACLPermissionType]string{2: PermissionDeny, 3: PermissionAllow}
 )
 
@@ -156,9 +156,6 @@ func (dp *DataPlane) describeACLs(_ context.Context, req kmsg.Request) (kmsg.Res
 	}
 	f := aclFilter{resourceType: r.ResourceType, name: r.ResourceName, pattern: r.ResourcePatternType,
 		principal: r.Principal, host: r.Host, operation: r.Operation, permission: r.PermissionType}
-	if r.Version == 0 {
-		f.pattern = 3 // v0 knows LITERAL only
-	}
 	if why := f.unknown(); why != "" {
 		resp.ErrorCode, resp.ErrorMessage = codeInvalidRequest, kmsg.StringPtr(why)
 		return resp, nil
@@ -206,11 +203,7 @@ func (dp *DataPlane) createACLs(_ context.Context, req kmsg.Request) (kmsg.Respo
 	var validAt []int
 	for i, c := range r.Creations {
 		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
-		pt := c.ResourcePatternType
-		if r.Version == 0 {
-			pt = 3
-		}
-		a, why := aclFromCreation(c, pt)
+		a, why := aclFromCreation(c)
 		if why != "" {
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = codeInvalidRequest, kmsg.StringPtr(why)
 			continue
@@ -230,7 +223,8 @@ func (dp *DataPlane) createACLs(_ context.Context, req kmsg.Request) (kmsg.Respo
 
 // aclFromCreation checks one creation and returns its binding, or why it is
 // invalid.
-func aclFromCreation(c kmsg.CreateACLsRequestCreation, pt kmsg.ACLResourcePatternType) (mirror.ACL, string) {
+func aclFromCreation(c kmsg.CreateACLsRequestCreation) (mirror.ACL, string) {
+	pt := c.ResourcePatternType
 	a := mirror.ACL{ResourceType: resourceTypeCodes[c.ResourceType], ResourceName: c.ResourceName,
 		PatternType: patternCodes[pt], Principal: c.Principal, Host: c.Host,
 		Operation: operationCodes[c.Operation], PermissionType: permissionCodes[c.PermissionType]}
@@ -277,9 +271,6 @@ func (dp *DataPlane) deleteACLs(_ context.Context, req kmsg.Request) (kmsg.Respo
 		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()
 		f := aclFilter{resourceType: rf.ResourceType, name: rf.ResourceName, pattern: rf.ResourcePatternType,
 			principal: rf.Principal, host: rf.Host, operation: rf.Operation, permission: rf.PermissionType}
-		if r.Version == 0 {
-			f.pattern = 3
-		}
 		if why := f.unknown(); why != "" {
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = codeInvalidRequest, kmsg.StringPtr(why)
 			continue
