@@ -44,6 +44,8 @@ type LocalACLStore interface {
 	SyncedACLs() map[string][]mirror.ACL
 }
 
+var _ LocalACLStore = (*mirror.LocalDestination)(nil)
+
 // Kafka's codes the ACL RPCs answer.
 const (
 	codeInvalidRequest     = int16(admin.CodeInvalidRequest)     // 42
