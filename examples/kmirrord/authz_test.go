@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/dataplane"
 )
 
 // TestEveryServedKeyHasAnAuthzRule: every key a full kmirrord -enforce-acls
@@ -119,6 +123,45 @@ func TestAnonymousCannotRunMirrorRPCs(t *testing.T) {
 		kcl.Close()
 		require.NoError(t, err)
 		require.Empty(t, list.Mirrors)
+		d.stop(t)
+	}
+}
+
+// TestMirrorRPCACLHostsAndLocalFile: the mirror RPCs' decision matches the
+// binding's host against the client's address, and the site's own ACLs are
+// read from the data directory at start: ALL on CLUSTER_MIRROR m1 for the
+// anonymous client from another host does not let it create m1; from
+// 127.0.0.1 it does (and only m1).
+func TestMirrorRPCACLHostsAndLocalFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	for _, tc := range []struct {
+		host    string
+		allowed bool
+	}{{"10.9.9.9", false}, {"127.0.0.1", true}} {
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		acls := []mirror.ACL{{ResourceType: dataplane.ResourceClusterMirror, ResourceName: "m1", PatternType: dataplane.PatternLiteral,
+			Principal: dataplane.AnonymousPrincipal, Host: tc.host, Operation: dataplane.OpAll, PermissionType: dataplane.PermissionAllow}}
+		b, err := json.Marshal(acls)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "kmirror-local-acls.json"), b, 0o600))
+
+		d := startRun(t, "-listen", "127.0.0.1:0", "-data", dir, "-cluster-id", "site", "-enforce-acls")
+		kcl, err := kgo.NewClient(append(admin.ClientOpts(), kgo.SeedBrokers(d.addr))...)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		for _, name := range []string{"m1", "m2"} {
+			cr := admin.NewPtrCreateClusterMirrorRequest()
+			cr.MirrorName = name
+			cr.Configs = []admin.CreateClusterMirrorRequestConfig{{Name: "bootstrap.servers", Value: kmsg.StringPtr("127.0.0.1:1")}}
+			_, err = admin.NewClient(kcl).CreateClusterMirror(ctx, cr)
+			if tc.allowed && name == "m1" {
+				require.NoError(t, err, "ACL from %s", tc.host)
+			} else {
+				require.ErrorIs(t, err, &admin.Error{Code: admin.CodeClusterMirrorAuthorizationFailed}, "%s, ACL from %s", name, tc.host)
+			}
+		}
+		cancel()
+		kcl.Close()
 		d.stop(t)
 	}
 }
