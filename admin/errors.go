@@ -62,6 +62,10 @@ const (
 	CodeClusterMirrorAuthorizationFailed Code = 10144
 	CodeInvalidClusterMirrorStates       Code = 10145
 	CodeMirrorTopicNotStopped            Code = 10146
+	// CodeMirrorTruncationRefused is kmirror's own (not the prototype's): a start
+	// that would remove records written on the destination cluster, without
+	// AllowTruncation (StartMirrorTopics v1); the response carries the plan.
+	CodeMirrorTruncationRefused Code = 10147
 )
 
 // CodeInfo describes one protocol error code.
@@ -111,6 +115,7 @@ var codeTable = []CodeInfo{
 	{CodeClusterMirrorNotEmpty, "CLUSTER_MIRROR_NOT_EMPTY", false, "The cluster mirror still has topics (prototype only; the KIP uses INVALID_CLUSTER_MIRROR_STATES)."},
 	{CodeClusterMirrorAuthorizationFailed, "CLUSTER_MIRROR_AUTHORIZATION_FAILED", false, "Not authorized on the CLUSTER_MIRROR resource."},
 	{CodeInvalidClusterMirrorStates, "INVALID_CLUSTER_MIRROR_STATES", false, "Some partitions or topics are not in the state the operation requires."},
+	{CodeMirrorTruncationRefused, "MIRROR_TRUNCATION_REFUSED", false, "The start would remove records written on this cluster; the response carries the plan, and a start with AllowTruncation removes them."},
 	{CodeMirrorTopicNotStopped, "MIRROR_TOPIC_NOT_STOPPED", false, "The mirror topic is not stopped (prototype only; the KIP uses INVALID_CLUSTER_MIRROR_STATES)."},
 }
 

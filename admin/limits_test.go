@@ -145,6 +145,7 @@ func TestServeSurvivesEMFILE(t *testing.T) {
 	mu.Lock()
 	require.Len(t, reported, 5)
 	require.ErrorIs(t, reported[0], syscall.EMFILE)
+	require.ErrorIs(t, reported[0], ErrAccept, "a host tells a failing Accept from a client's doing by ErrAccept")
 	mu.Unlock()
 	require.NoError(t, srv.Close())
 	require.ErrorIs(t, <-done, ErrServerClosed)

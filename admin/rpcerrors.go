@@ -30,7 +30,7 @@ var rpcErrors = map[int16][]Code{
 	KeyStartMirrorTopics: {CodeNotController, CodeUnknownClusterMirror, CodeInvalidClusterMirrorStates,
 		CodeInvalidReplicationFactor, CodeTopicAlreadyExists, CodeClusterMirrorAuthorizationFailed,
 		CodeTopicAuthorizationFailed, CodeUnknownTopicOrPartition, CodeInvalidTopic, CodeRequestTimedOut,
-		CodeTopicAlreadyInClusterMirror, CodeInconsistentTopicID},
+		CodeTopicAlreadyInClusterMirror, CodeInconsistentTopicID, CodeMirrorTruncationRefused},
 	KeyStopMirrorTopics:   lifecycleErrors,
 	KeyPauseMirrorTopics:  lifecycleErrors,
 	KeyResumeMirrorTopics: lifecycleErrors,

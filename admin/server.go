@@ -25,6 +25,12 @@ const apiVersionsKey = 18
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("admin: server closed")
 
+// ErrAccept is wrapped by the error OnError is told when Accept fails for a reason
+// that passes (out of descriptors, buffers, ...): the listener accepts nobody until
+// it is retried, so a host should log it where an operator sees it, unlike the
+// connection-level errors a hostile client can cause at will.
+var ErrAccept = errors.New("admin: accept failed")
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// Handler serves the RPCs. Required.
@@ -169,7 +175,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			if !temporaryAcceptError(err) {
 				return err
 			}
-			s.report(fmt.Errorf("admin: accept on %s: %w; retrying in %v", ln.Addr(), err, backoff.next()))
+			s.report(fmt.Errorf("%w on %s: %w; retrying in %v", ErrAccept, ln.Addr(), err, backoff.next()))
 			if !backoff.wait(s.ctx) {
 				return ErrServerClosed
 			}

@@ -46,10 +46,10 @@ var apiTable = []APIInfo{
 	{Key: KeyCreateClusterMirror, Name: "CreateClusterMirror", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
 		newRequest:  func() kmsg.Request { r := NewCreateClusterMirrorRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewCreateClusterMirrorResponse(); return &r }},
-	{Key: KeyStartMirrorTopics, Name: "StartMirrorTopics", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
+	{Key: KeyStartMirrorTopics, Name: "StartMirrorTopics", MinVersion: 0, MaxVersion: 1, Listeners: []string{"broker", "controller"},
 		newRequest:  func() kmsg.Request { r := NewStartMirrorTopicsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewStartMirrorTopicsResponse(); return &r }},
-	{Key: KeyStopMirrorTopics, Name: "StopMirrorTopics", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
+	{Key: KeyStopMirrorTopics, Name: "StopMirrorTopics", MinVersion: 0, MaxVersion: 1, Listeners: []string{"broker", "controller"},
 		newRequest:  func() kmsg.Request { r := NewStopMirrorTopicsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewStopMirrorTopicsResponse(); return &r }},
 	{Key: KeyListClusterMirrors, Name: "ListClusterMirrors", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
@@ -64,10 +64,10 @@ var apiTable = []APIInfo{
 	{Key: KeyWriteMirrorStates, Name: "WriteMirrorStates", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
 		newRequest:  func() kmsg.Request { r := NewWriteMirrorStatesRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewWriteMirrorStatesResponse(); return &r }},
-	{Key: KeyPauseMirrorTopics, Name: "PauseMirrorTopics", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
+	{Key: KeyPauseMirrorTopics, Name: "PauseMirrorTopics", MinVersion: 0, MaxVersion: 1, Listeners: []string{"broker", "controller"},
 		newRequest:  func() kmsg.Request { r := NewPauseMirrorTopicsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewPauseMirrorTopicsResponse(); return &r }},
-	{Key: KeyResumeMirrorTopics, Name: "ResumeMirrorTopics", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
+	{Key: KeyResumeMirrorTopics, Name: "ResumeMirrorTopics", MinVersion: 0, MaxVersion: 1, Listeners: []string{"broker", "controller"},
 		newRequest:  func() kmsg.Request { r := NewResumeMirrorTopicsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewResumeMirrorTopicsResponse(); return &r }},
 	{Key: KeyDeleteClusterMirrors, Name: "DeleteClusterMirrors", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
@@ -79,7 +79,7 @@ var apiTable = []APIInfo{
 	{Key: KeyReadMirrorOffsets, Name: "ReadMirrorOffsets", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
 		newRequest:  func() kmsg.Request { r := NewReadMirrorOffsetsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewReadMirrorOffsetsResponse(); return &r }},
-	{Key: KeyRecoverMirrorTopics, Name: "RecoverMirrorTopics", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker", "controller"},
+	{Key: KeyRecoverMirrorTopics, Name: "RecoverMirrorTopics", MinVersion: 0, MaxVersion: 1, Listeners: []string{"broker", "controller"},
 		newRequest:  func() kmsg.Request { r := NewRecoverMirrorTopicsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewRecoverMirrorTopicsResponse(); return &r }},
 }
@@ -412,7 +412,7 @@ func (v *CreateClusterMirrorResponse) ReadFromLimit(src []byte, maxElements int)
 
 // StartMirrorTopicsRequest: Starts mirroring topics into a cluster mirror.
 //
-// API key 10095, versions 0-0, flexible in every version.
+// API key 10095, versions 0-1, flexible in every version.
 type StartMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -433,6 +433,14 @@ type StartMirrorTopicsRequest struct {
 	// TimeoutMs: How long to wait in milliseconds for the operation (including the validation of actual partition states) to complete.
 	// (default 60000)
 	TimeoutMs int32
+
+	// ValidateOnly: If true, check the request and answer its plan (per partition) without changing anything.
+	// (present in versions 1+)
+	ValidateOnly bool
+
+	// AllowTruncation: If true, the start may remove records written on this cluster (a full truncation of a log with records, or an LME truncation below local writes); else such a topic is refused with MIRROR_TRUNCATION_REFUSED.
+	// (present in versions 1+)
+	AllowTruncation bool
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -469,6 +477,12 @@ func (v *StartMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
 		dst = kbin.AppendCompactString(dst, v.IncludePatterns[i6])
 	}
 	dst = kbin.AppendInt32(dst, v.TimeoutMs)
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.ValidateOnly)
+	}
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.AllowTruncation)
+	}
 	var tags kmsg.Tags
 	v.UnknownTags.Each(func(key uint32, val []byte) { tags.Set(key, val) })
 	if len(v.ExcludePatterns) > 0 {
@@ -513,6 +527,12 @@ func (v *StartMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 		}
 	}
 	v.TimeoutMs = d.Int32()
+	if version >= 1 {
+		v.ValidateOnly = d.Bool()
+	}
+	if version >= 1 {
+		v.AllowTruncation = d.Bool()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -608,7 +628,7 @@ func (v *StartMirrorTopicsRequestTopic) readFrom(d *decoder, version int16) {
 func (*StartMirrorTopicsRequest) Key() int16 { return KeyStartMirrorTopics }
 
 // MaxVersion returns the highest version of StartMirrorTopicsRequest.
-func (*StartMirrorTopicsRequest) MaxVersion() int16 { return 0 }
+func (*StartMirrorTopicsRequest) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of StartMirrorTopicsRequest.
 func (*StartMirrorTopicsRequest) MinVersion() int16 { return 0 }
@@ -648,7 +668,7 @@ func (v *StartMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.append
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *StartMirrorTopicsRequest) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -657,7 +677,7 @@ func (v *StartMirrorTopicsRequest) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *StartMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("StartMirrorTopicsRequest", version)
 	}
 	*v = StartMirrorTopicsRequest{Version: version}
@@ -669,7 +689,7 @@ func (v *StartMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) er
 
 // StartMirrorTopicsResponse: The result of a StartMirrorTopics request.
 //
-// API key 10095, versions 0-0, flexible in every version.
+// API key 10095, versions 0-1, flexible in every version.
 type StartMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -766,6 +786,10 @@ type StartMirrorTopicsResponseTopic struct {
 	// (nullable in versions 0+; default null)
 	ErrorMessage *string
 
+	// Partitions: The plan, per partition: what the operation does, or with ValidateOnly would do (also set for a start refused with MIRROR_TRUNCATION_REFUSED).
+	// (present in versions 1+)
+	Partitions []StartMirrorTopicsResponseTopicPartition
+
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
 	UnknownTags kmsg.Tags
@@ -793,6 +817,12 @@ func (v *StartMirrorTopicsResponseTopic) appendTo(dst []byte, version int16) []b
 	dst = kbin.AppendCompactString(dst, v.Name)
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
+		for i21 := range v.Partitions {
+			dst = v.Partitions[i21].appendTo(dst, version)
+		}
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -803,6 +833,378 @@ func (v *StartMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 	v.Name = d.compactString()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
+	if version >= 1 {
+		if n22 := d.arrayLen(false, 1); n22 >= 0 {
+			a23 := make([]StartMirrorTopicsResponseTopicPartition, n22)
+			for i24 := range a23 {
+				if !d.Ok() {
+					break
+				}
+				a23[i24].Default()
+				a23[i24].readFrom(d, version)
+			}
+			if n22 > 0 {
+				v.Partitions = a23
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// StartMirrorTopicsResponseTopicPartition is an element of StartMirrorTopicsResponseTopic.Partitions.
+type StartMirrorTopicsResponseTopicPartition struct {
+	// PartitionIndex: The partition index.
+	// (present in versions 1+)
+	PartitionIndex int32
+
+	// StateNow: The actual state of the partition now.
+	// (present in versions 1+; default -1)
+	StateNow int8
+
+	// StateAfter: The state the operation leads the partition to.
+	// (present in versions 1+; default -1)
+	StateAfter int8
+
+	// LastMirrorEpoch: The LME found on the source cluster (start), or persisted by the stop; -1 if none.
+	// (present in versions 1+; default -1)
+	LastMirrorEpoch int32
+
+	// LmeClusterId: The cluster the LME was found on, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeClusterId *string
+
+	// LmeMirrorName: The mirror on that cluster the LME was found in, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeMirrorName *string
+
+	// LogStartOffset: The log start offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogStartOffset int64
+
+	// LogEndOffset: The log end offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogEndOffset int64
+
+	// TruncationOffset: Where the local log is cut, or -1 if it is not.
+	// (present in versions 1+; default -1)
+	TruncationOffset int64
+
+	// FullTruncation: True if the whole local log is removed (no LME known).
+	// (present in versions 1+)
+	FullTruncation bool
+
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
+	// RemovedFromOffset: The first offset removed.
+	// (present in versions 1+; default -1)
+	RemovedFromOffset int64
+
+	// RemovedToOffset: The offset after the last one removed.
+	// (present in versions 1+; default -1)
+	RemovedToOffset int64
+
+	// RemovedRecords: The number of data records removed.
+	// (present in versions 1+)
+	RemovedRecords int64
+
+	// LocalFromOffset: The first removed offset written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalFromOffset int64
+
+	// LocalToOffset: The offset after the last removed one written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalToOffset int64
+
+	// LocalRecords: The number of removed data records written on this cluster since its stop.
+	// (present in versions 1+)
+	LocalRecords int64
+
+	// SourceLogStartOffset: The source log start offset for a full truncation, or -1.
+	// (present in versions 1+; default -1)
+	SourceLogStartOffset int64
+
+	// OpenTransactions: The open transactions a stop aborts.
+	// (present in versions 1+)
+	OpenTransactions []StartMirrorTopicsResponseTopicPartitionOpenTransaction
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of StartMirrorTopicsResponseTopicPartition that has a non-zero default to it.
+func (v *StartMirrorTopicsResponseTopicPartition) Default() {
+	v.StateNow = -1
+	v.StateAfter = -1
+	v.LastMirrorEpoch = -1
+	v.LogStartOffset = -1
+	v.LogEndOffset = -1
+	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
+	v.RemovedFromOffset = -1
+	v.RemovedToOffset = -1
+	v.LocalFromOffset = -1
+	v.LocalToOffset = -1
+	v.SourceLogStartOffset = -1
+}
+
+// NewStartMirrorTopicsResponseTopicPartition returns a StartMirrorTopicsResponseTopicPartition with defaults set.
+func NewStartMirrorTopicsResponseTopicPartition() StartMirrorTopicsResponseTopicPartition {
+	var v StartMirrorTopicsResponseTopicPartition
+	v.Default()
+	return v
+}
+
+// NewPtrStartMirrorTopicsResponseTopicPartition returns a pointer to a StartMirrorTopicsResponseTopicPartition with defaults set.
+func NewPtrStartMirrorTopicsResponseTopicPartition() *StartMirrorTopicsResponseTopicPartition {
+	v := NewStartMirrorTopicsResponseTopicPartition()
+	return &v
+}
+
+func (v *StartMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.PartitionIndex)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateNow)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateAfter)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.LastMirrorEpoch)
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeClusterId)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeClusterId))
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeMirrorName)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeMirrorName))
+		}
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogEndOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.TruncationOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.SourceLogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.OpenTransactions))
+		for i25 := range v.OpenTransactions {
+			dst = v.OpenTransactions[i25].appendTo(dst, version)
+		}
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *StartMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.PartitionIndex = d.Int32()
+	}
+	if version >= 1 {
+		v.StateNow = d.Int8()
+	}
+	if version >= 1 {
+		v.StateAfter = d.Int8()
+	}
+	if version >= 1 {
+		v.LastMirrorEpoch = d.Int32()
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeClusterId = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeClusterId = &s
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeMirrorName = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeMirrorName = &s
+		}
+	}
+	if version >= 1 {
+		v.LogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LogEndOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.TruncationOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.SourceLogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		if n26 := d.arrayLen(false, 1); n26 >= 0 {
+			a27 := make([]StartMirrorTopicsResponseTopicPartitionOpenTransaction, n26)
+			for i28 := range a27 {
+				if !d.Ok() {
+					break
+				}
+				a27[i28].Default()
+				a27[i28].readFrom(d, version)
+			}
+			if n26 > 0 {
+				v.OpenTransactions = a27
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// StartMirrorTopicsResponseTopicPartitionOpenTransaction is an element of StartMirrorTopicsResponseTopicPartition.OpenTransactions.
+type StartMirrorTopicsResponseTopicPartitionOpenTransaction struct {
+	// ProducerId: The producer id.
+	// (present in versions 1+)
+	ProducerId int64
+
+	// ProducerEpoch: The producer epoch.
+	// (present in versions 1+)
+	ProducerEpoch int16
+
+	// FirstOffset: The first offset of the transaction.
+	// (present in versions 1+)
+	FirstOffset int64
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of StartMirrorTopicsResponseTopicPartitionOpenTransaction that has a non-zero default to it.
+func (v *StartMirrorTopicsResponseTopicPartitionOpenTransaction) Default() {
+}
+
+// NewStartMirrorTopicsResponseTopicPartitionOpenTransaction returns a StartMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewStartMirrorTopicsResponseTopicPartitionOpenTransaction() StartMirrorTopicsResponseTopicPartitionOpenTransaction {
+	var v StartMirrorTopicsResponseTopicPartitionOpenTransaction
+	v.Default()
+	return v
+}
+
+// NewPtrStartMirrorTopicsResponseTopicPartitionOpenTransaction returns a pointer to a StartMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewPtrStartMirrorTopicsResponseTopicPartitionOpenTransaction() *StartMirrorTopicsResponseTopicPartitionOpenTransaction {
+	v := NewStartMirrorTopicsResponseTopicPartitionOpenTransaction()
+	return &v
+}
+
+func (v *StartMirrorTopicsResponseTopicPartitionOpenTransaction) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.ProducerId)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt16(dst, v.ProducerEpoch)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.FirstOffset)
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *StartMirrorTopicsResponseTopicPartitionOpenTransaction) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.ProducerId = d.Int64()
+	}
+	if version >= 1 {
+		v.ProducerEpoch = d.Int16()
+	}
+	if version >= 1 {
+		v.FirstOffset = d.Int64()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -820,7 +1222,7 @@ func (v *StartMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 func (*StartMirrorTopicsResponse) Key() int16 { return KeyStartMirrorTopics }
 
 // MaxVersion returns the highest version of StartMirrorTopicsResponse.
-func (*StartMirrorTopicsResponse) MaxVersion() int16 { return 0 }
+func (*StartMirrorTopicsResponse) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of StartMirrorTopicsResponse.
 func (*StartMirrorTopicsResponse) MinVersion() int16 { return 0 }
@@ -865,7 +1267,7 @@ func (v *StartMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appen
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *StartMirrorTopicsResponse) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -874,7 +1276,7 @@ func (v *StartMirrorTopicsResponse) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *StartMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("StartMirrorTopicsResponse", version)
 	}
 	*v = StartMirrorTopicsResponse{Version: version}
@@ -886,7 +1288,7 @@ func (v *StartMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) e
 
 // StopMirrorTopicsRequest: Stops mirroring topics (failover or migration); stopped topics become writable.
 //
-// API key 10096, versions 0-0, flexible in every version.
+// API key 10096, versions 0-1, flexible in every version.
 type StopMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -908,6 +1310,10 @@ type StopMirrorTopicsRequest struct {
 	// TimeoutMs: How long to wait in milliseconds for the operation (including the validation of actual partition states) to complete.
 	// (default 60000)
 	TimeoutMs int32
+
+	// ValidateOnly: If true, check the request and answer its plan (per partition) without changing anything.
+	// (present in versions 1+)
+	ValidateOnly bool
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -937,18 +1343,21 @@ func (v *StopMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.MirrorName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i21 := range v.Topics {
-		dst = v.Topics[i21].appendTo(dst, version)
+	for i29 := range v.Topics {
+		dst = v.Topics[i29].appendTo(dst, version)
 	}
 	dst = kbin.AppendInt64(dst, v.StateOffset)
 	dst = kbin.AppendInt32(dst, v.TimeoutMs)
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.ValidateOnly)
+	}
 	var tags kmsg.Tags
 	v.UnknownTags.Each(func(key uint32, val []byte) { tags.Set(key, val) })
 	if len(v.Patterns) > 0 {
 		tb := make([]byte, 0, 16)
 		tb = kbin.AppendCompactArrayLen(tb, len(v.Patterns))
-		for i22 := range v.Patterns {
-			tb = kbin.AppendCompactString(tb, v.Patterns[i22])
+		for i30 := range v.Patterns {
+			tb = kbin.AppendCompactString(tb, v.Patterns[i30])
 		}
 		tags.Set(0, tb)
 	}
@@ -960,21 +1369,24 @@ func (v *StopMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
 func (v *StopMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 	_ = version
 	v.MirrorName = d.compactString()
-	if n23 := d.arrayLen(false, 2); n23 >= 0 {
-		a24 := make([]StopMirrorTopicsRequestTopic, n23)
-		for i25 := range a24 {
+	if n31 := d.arrayLen(false, 2); n31 >= 0 {
+		a32 := make([]StopMirrorTopicsRequestTopic, n31)
+		for i33 := range a32 {
 			if !d.Ok() {
 				break
 			}
-			a24[i25].Default()
-			a24[i25].readFrom(d, version)
+			a32[i33].Default()
+			a32[i33].readFrom(d, version)
 		}
-		if n23 > 0 {
-			v.Topics = a24
+		if n31 > 0 {
+			v.Topics = a32
 		}
 	}
 	v.StateOffset = d.Int64()
 	v.TimeoutMs = d.Int32()
+	if version >= 1 {
+		v.ValidateOnly = d.Bool()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -984,16 +1396,16 @@ func (v *StopMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 		switch {
 		case key == 0:
 			sub := d.sub(val)
-			if n26 := sub.arrayLen(false, 1); n26 >= 0 {
-				a27 := make([]string, n26)
-				for i28 := range a27 {
+			if n34 := sub.arrayLen(false, 1); n34 >= 0 {
+				a35 := make([]string, n34)
+				for i36 := range a35 {
 					if !sub.Ok() {
 						break
 					}
-					a27[i28] = sub.compactString()
+					a35[i36] = sub.compactString()
 				}
-				if n26 > 0 {
-					v.Patterns = a27
+				if n34 > 0 {
+					v.Patterns = a35
 				}
 			}
 			d.absorb(sub, "Patterns")
@@ -1058,7 +1470,7 @@ func (v *StopMirrorTopicsRequestTopic) readFrom(d *decoder, version int16) {
 func (*StopMirrorTopicsRequest) Key() int16 { return KeyStopMirrorTopics }
 
 // MaxVersion returns the highest version of StopMirrorTopicsRequest.
-func (*StopMirrorTopicsRequest) MaxVersion() int16 { return 0 }
+func (*StopMirrorTopicsRequest) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of StopMirrorTopicsRequest.
 func (*StopMirrorTopicsRequest) MinVersion() int16 { return 0 }
@@ -1098,7 +1510,7 @@ func (v *StopMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appendT
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *StopMirrorTopicsRequest) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -1107,7 +1519,7 @@ func (v *StopMirrorTopicsRequest) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *StopMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("StopMirrorTopicsRequest", version)
 	}
 	*v = StopMirrorTopicsRequest{Version: version}
@@ -1119,7 +1531,7 @@ func (v *StopMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) err
 
 // StopMirrorTopicsResponse: The result of a StopMirrorTopics request.
 //
-// API key 10096, versions 0-0, flexible in every version.
+// API key 10096, versions 0-1, flexible in every version.
 type StopMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -1165,8 +1577,8 @@ func (v *StopMirrorTopicsResponse) appendTo(dst []byte, version int16) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i29 := range v.Topics {
-		dst = v.Topics[i29].appendTo(dst, version)
+	for i37 := range v.Topics {
+		dst = v.Topics[i37].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -1178,17 +1590,17 @@ func (v *StopMirrorTopicsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n30 := d.arrayLen(false, 5); n30 >= 0 {
-		a31 := make([]StopMirrorTopicsResponseTopic, n30)
-		for i32 := range a31 {
+	if n38 := d.arrayLen(false, 5); n38 >= 0 {
+		a39 := make([]StopMirrorTopicsResponseTopic, n38)
+		for i40 := range a39 {
 			if !d.Ok() {
 				break
 			}
-			a31[i32].Default()
-			a31[i32].readFrom(d, version)
+			a39[i40].Default()
+			a39[i40].readFrom(d, version)
 		}
-		if n30 > 0 {
-			v.Topics = a31
+		if n38 > 0 {
+			v.Topics = a39
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -1215,6 +1627,10 @@ type StopMirrorTopicsResponseTopic struct {
 	// ErrorMessage: The topic error message, or null.
 	// (nullable in versions 0+; default null)
 	ErrorMessage *string
+
+	// Partitions: The plan, per partition: what the operation does, or with ValidateOnly would do (also set for a start refused with MIRROR_TRUNCATION_REFUSED).
+	// (present in versions 1+)
+	Partitions []StopMirrorTopicsResponseTopicPartition
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -1243,6 +1659,12 @@ func (v *StopMirrorTopicsResponseTopic) appendTo(dst []byte, version int16) []by
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
+		for i41 := range v.Partitions {
+			dst = v.Partitions[i41].appendTo(dst, version)
+		}
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -1253,6 +1675,378 @@ func (v *StopMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 	v.TopicName = d.compactString()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
+	if version >= 1 {
+		if n42 := d.arrayLen(false, 1); n42 >= 0 {
+			a43 := make([]StopMirrorTopicsResponseTopicPartition, n42)
+			for i44 := range a43 {
+				if !d.Ok() {
+					break
+				}
+				a43[i44].Default()
+				a43[i44].readFrom(d, version)
+			}
+			if n42 > 0 {
+				v.Partitions = a43
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// StopMirrorTopicsResponseTopicPartition is an element of StopMirrorTopicsResponseTopic.Partitions.
+type StopMirrorTopicsResponseTopicPartition struct {
+	// PartitionIndex: The partition index.
+	// (present in versions 1+)
+	PartitionIndex int32
+
+	// StateNow: The actual state of the partition now.
+	// (present in versions 1+; default -1)
+	StateNow int8
+
+	// StateAfter: The state the operation leads the partition to.
+	// (present in versions 1+; default -1)
+	StateAfter int8
+
+	// LastMirrorEpoch: The LME found on the source cluster (start), or persisted by the stop; -1 if none.
+	// (present in versions 1+; default -1)
+	LastMirrorEpoch int32
+
+	// LmeClusterId: The cluster the LME was found on, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeClusterId *string
+
+	// LmeMirrorName: The mirror on that cluster the LME was found in, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeMirrorName *string
+
+	// LogStartOffset: The log start offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogStartOffset int64
+
+	// LogEndOffset: The log end offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogEndOffset int64
+
+	// TruncationOffset: Where the local log is cut, or -1 if it is not.
+	// (present in versions 1+; default -1)
+	TruncationOffset int64
+
+	// FullTruncation: True if the whole local log is removed (no LME known).
+	// (present in versions 1+)
+	FullTruncation bool
+
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
+	// RemovedFromOffset: The first offset removed.
+	// (present in versions 1+; default -1)
+	RemovedFromOffset int64
+
+	// RemovedToOffset: The offset after the last one removed.
+	// (present in versions 1+; default -1)
+	RemovedToOffset int64
+
+	// RemovedRecords: The number of data records removed.
+	// (present in versions 1+)
+	RemovedRecords int64
+
+	// LocalFromOffset: The first removed offset written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalFromOffset int64
+
+	// LocalToOffset: The offset after the last removed one written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalToOffset int64
+
+	// LocalRecords: The number of removed data records written on this cluster since its stop.
+	// (present in versions 1+)
+	LocalRecords int64
+
+	// SourceLogStartOffset: The source log start offset for a full truncation, or -1.
+	// (present in versions 1+; default -1)
+	SourceLogStartOffset int64
+
+	// OpenTransactions: The open transactions a stop aborts.
+	// (present in versions 1+)
+	OpenTransactions []StopMirrorTopicsResponseTopicPartitionOpenTransaction
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of StopMirrorTopicsResponseTopicPartition that has a non-zero default to it.
+func (v *StopMirrorTopicsResponseTopicPartition) Default() {
+	v.StateNow = -1
+	v.StateAfter = -1
+	v.LastMirrorEpoch = -1
+	v.LogStartOffset = -1
+	v.LogEndOffset = -1
+	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
+	v.RemovedFromOffset = -1
+	v.RemovedToOffset = -1
+	v.LocalFromOffset = -1
+	v.LocalToOffset = -1
+	v.SourceLogStartOffset = -1
+}
+
+// NewStopMirrorTopicsResponseTopicPartition returns a StopMirrorTopicsResponseTopicPartition with defaults set.
+func NewStopMirrorTopicsResponseTopicPartition() StopMirrorTopicsResponseTopicPartition {
+	var v StopMirrorTopicsResponseTopicPartition
+	v.Default()
+	return v
+}
+
+// NewPtrStopMirrorTopicsResponseTopicPartition returns a pointer to a StopMirrorTopicsResponseTopicPartition with defaults set.
+func NewPtrStopMirrorTopicsResponseTopicPartition() *StopMirrorTopicsResponseTopicPartition {
+	v := NewStopMirrorTopicsResponseTopicPartition()
+	return &v
+}
+
+func (v *StopMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.PartitionIndex)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateNow)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateAfter)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.LastMirrorEpoch)
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeClusterId)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeClusterId))
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeMirrorName)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeMirrorName))
+		}
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogEndOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.TruncationOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.SourceLogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.OpenTransactions))
+		for i45 := range v.OpenTransactions {
+			dst = v.OpenTransactions[i45].appendTo(dst, version)
+		}
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *StopMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.PartitionIndex = d.Int32()
+	}
+	if version >= 1 {
+		v.StateNow = d.Int8()
+	}
+	if version >= 1 {
+		v.StateAfter = d.Int8()
+	}
+	if version >= 1 {
+		v.LastMirrorEpoch = d.Int32()
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeClusterId = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeClusterId = &s
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeMirrorName = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeMirrorName = &s
+		}
+	}
+	if version >= 1 {
+		v.LogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LogEndOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.TruncationOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.SourceLogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		if n46 := d.arrayLen(false, 1); n46 >= 0 {
+			a47 := make([]StopMirrorTopicsResponseTopicPartitionOpenTransaction, n46)
+			for i48 := range a47 {
+				if !d.Ok() {
+					break
+				}
+				a47[i48].Default()
+				a47[i48].readFrom(d, version)
+			}
+			if n46 > 0 {
+				v.OpenTransactions = a47
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// StopMirrorTopicsResponseTopicPartitionOpenTransaction is an element of StopMirrorTopicsResponseTopicPartition.OpenTransactions.
+type StopMirrorTopicsResponseTopicPartitionOpenTransaction struct {
+	// ProducerId: The producer id.
+	// (present in versions 1+)
+	ProducerId int64
+
+	// ProducerEpoch: The producer epoch.
+	// (present in versions 1+)
+	ProducerEpoch int16
+
+	// FirstOffset: The first offset of the transaction.
+	// (present in versions 1+)
+	FirstOffset int64
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of StopMirrorTopicsResponseTopicPartitionOpenTransaction that has a non-zero default to it.
+func (v *StopMirrorTopicsResponseTopicPartitionOpenTransaction) Default() {
+}
+
+// NewStopMirrorTopicsResponseTopicPartitionOpenTransaction returns a StopMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewStopMirrorTopicsResponseTopicPartitionOpenTransaction() StopMirrorTopicsResponseTopicPartitionOpenTransaction {
+	var v StopMirrorTopicsResponseTopicPartitionOpenTransaction
+	v.Default()
+	return v
+}
+
+// NewPtrStopMirrorTopicsResponseTopicPartitionOpenTransaction returns a pointer to a StopMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewPtrStopMirrorTopicsResponseTopicPartitionOpenTransaction() *StopMirrorTopicsResponseTopicPartitionOpenTransaction {
+	v := NewStopMirrorTopicsResponseTopicPartitionOpenTransaction()
+	return &v
+}
+
+func (v *StopMirrorTopicsResponseTopicPartitionOpenTransaction) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.ProducerId)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt16(dst, v.ProducerEpoch)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.FirstOffset)
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *StopMirrorTopicsResponseTopicPartitionOpenTransaction) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.ProducerId = d.Int64()
+	}
+	if version >= 1 {
+		v.ProducerEpoch = d.Int16()
+	}
+	if version >= 1 {
+		v.FirstOffset = d.Int64()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -1270,7 +2064,7 @@ func (v *StopMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 func (*StopMirrorTopicsResponse) Key() int16 { return KeyStopMirrorTopics }
 
 // MaxVersion returns the highest version of StopMirrorTopicsResponse.
-func (*StopMirrorTopicsResponse) MaxVersion() int16 { return 0 }
+func (*StopMirrorTopicsResponse) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of StopMirrorTopicsResponse.
 func (*StopMirrorTopicsResponse) MinVersion() int16 { return 0 }
@@ -1315,7 +2109,7 @@ func (v *StopMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.append
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *StopMirrorTopicsResponse) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -1324,7 +2118,7 @@ func (v *StopMirrorTopicsResponse) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *StopMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("StopMirrorTopicsResponse", version)
 	}
 	*v = StopMirrorTopicsResponse{Version: version}
@@ -1382,16 +2176,16 @@ func NewPtrListClusterMirrorsRequest() *ListClusterMirrorsRequest {
 func (v *ListClusterMirrorsRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactNullableArrayLen(dst, len(v.SourceClusterIdFilter), v.SourceClusterIdFilter == nil)
-	for i33 := range v.SourceClusterIdFilter {
-		dst = kbin.AppendCompactString(dst, v.SourceClusterIdFilter[i33])
+	for i49 := range v.SourceClusterIdFilter {
+		dst = kbin.AppendCompactString(dst, v.SourceClusterIdFilter[i49])
 	}
 	dst = kbin.AppendCompactNullableArrayLen(dst, len(v.MirrorNameFilter), v.MirrorNameFilter == nil)
-	for i34 := range v.MirrorNameFilter {
-		dst = kbin.AppendCompactString(dst, v.MirrorNameFilter[i34])
+	for i50 := range v.MirrorNameFilter {
+		dst = kbin.AppendCompactString(dst, v.MirrorNameFilter[i50])
 	}
 	dst = kbin.AppendCompactNullableArrayLen(dst, len(v.DesiredMirrorStateFilter), v.DesiredMirrorStateFilter == nil)
-	for i35 := range v.DesiredMirrorStateFilter {
-		dst = kbin.AppendCompactString(dst, v.DesiredMirrorStateFilter[i35])
+	for i51 := range v.DesiredMirrorStateFilter {
+		dst = kbin.AppendCompactString(dst, v.DesiredMirrorStateFilter[i51])
 	}
 	dst = kbin.AppendBool(dst, v.IncludeTopicNames)
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
@@ -1401,35 +2195,35 @@ func (v *ListClusterMirrorsRequest) appendTo(dst []byte, version int16) []byte {
 
 func (v *ListClusterMirrorsRequest) readFrom(d *decoder, version int16) {
 	_ = version
-	if n36 := d.arrayLen(true, 1); n36 >= 0 {
-		a37 := make([]string, n36)
-		for i38 := range a37 {
+	if n52 := d.arrayLen(true, 1); n52 >= 0 {
+		a53 := make([]string, n52)
+		for i54 := range a53 {
 			if !d.Ok() {
 				break
 			}
-			a37[i38] = d.compactString()
+			a53[i54] = d.compactString()
 		}
-		v.SourceClusterIdFilter = a37
+		v.SourceClusterIdFilter = a53
 	}
-	if n39 := d.arrayLen(true, 1); n39 >= 0 {
-		a40 := make([]string, n39)
-		for i41 := range a40 {
+	if n55 := d.arrayLen(true, 1); n55 >= 0 {
+		a56 := make([]string, n55)
+		for i57 := range a56 {
 			if !d.Ok() {
 				break
 			}
-			a40[i41] = d.compactString()
+			a56[i57] = d.compactString()
 		}
-		v.MirrorNameFilter = a40
+		v.MirrorNameFilter = a56
 	}
-	if n42 := d.arrayLen(true, 1); n42 >= 0 {
-		a43 := make([]string, n42)
-		for i44 := range a43 {
+	if n58 := d.arrayLen(true, 1); n58 >= 0 {
+		a59 := make([]string, n58)
+		for i60 := range a59 {
 			if !d.Ok() {
 				break
 			}
-			a43[i44] = d.compactString()
+			a59[i60] = d.compactString()
 		}
-		v.DesiredMirrorStateFilter = a43
+		v.DesiredMirrorStateFilter = a59
 	}
 	v.IncludeTopicNames = d.Bool()
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -1550,8 +2344,8 @@ func (v *ListClusterMirrorsResponse) appendTo(dst []byte, version int16) []byte 
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Mirrors))
-	for i45 := range v.Mirrors {
-		dst = v.Mirrors[i45].appendTo(dst, version)
+	for i61 := range v.Mirrors {
+		dst = v.Mirrors[i61].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -1563,17 +2357,17 @@ func (v *ListClusterMirrorsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n46 := d.arrayLen(false, 9); n46 >= 0 {
-		a47 := make([]ListClusterMirrorsResponseMirror, n46)
-		for i48 := range a47 {
+	if n62 := d.arrayLen(false, 9); n62 >= 0 {
+		a63 := make([]ListClusterMirrorsResponseMirror, n62)
+		for i64 := range a63 {
 			if !d.Ok() {
 				break
 			}
-			a47[i48].Default()
-			a47[i48].readFrom(d, version)
+			a63[i64].Default()
+			a63[i64].readFrom(d, version)
 		}
-		if n46 > 0 {
-			v.Mirrors = a47
+		if n62 > 0 {
+			v.Mirrors = a63
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -1637,8 +2431,8 @@ func (v *ListClusterMirrorsResponseMirror) appendTo(dst []byte, version int16) [
 	dst = kbin.AppendCompactString(dst, v.SourceClusterId)
 	dst = kbin.AppendInt32(dst, v.TopicCount)
 	dst = kbin.AppendCompactNullableArrayLen(dst, len(v.TopicNames), v.TopicNames == nil)
-	for i49 := range v.TopicNames {
-		dst = kbin.AppendCompactString(dst, v.TopicNames[i49])
+	for i65 := range v.TopicNames {
+		dst = kbin.AppendCompactString(dst, v.TopicNames[i65])
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -1651,15 +2445,15 @@ func (v *ListClusterMirrorsResponseMirror) readFrom(d *decoder, version int16) {
 	v.SourceBootstrap = d.compactString()
 	v.SourceClusterId = d.compactString()
 	v.TopicCount = d.Int32()
-	if n50 := d.arrayLen(true, 1); n50 >= 0 {
-		a51 := make([]string, n50)
-		for i52 := range a51 {
+	if n66 := d.arrayLen(true, 1); n66 >= 0 {
+		a67 := make([]string, n66)
+		for i68 := range a67 {
 			if !d.Ok() {
 				break
 			}
-			a51[i52] = d.compactString()
+			a67[i68] = d.compactString()
 		}
-		v.TopicNames = a51
+		v.TopicNames = a67
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
@@ -1803,12 +2597,12 @@ func NewPtrDescribeClusterMirrorsRequest() *DescribeClusterMirrorsRequest {
 func (v *DescribeClusterMirrorsRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactNullableArrayLen(dst, len(v.MirrorNames), v.MirrorNames == nil)
-	for i53 := range v.MirrorNames {
-		dst = kbin.AppendCompactString(dst, v.MirrorNames[i53])
+	for i69 := range v.MirrorNames {
+		dst = kbin.AppendCompactString(dst, v.MirrorNames[i69])
 	}
 	dst = kbin.AppendCompactNullableArrayLen(dst, len(v.TopicPartitions), v.TopicPartitions == nil)
-	for i54 := range v.TopicPartitions {
-		dst = v.TopicPartitions[i54].appendTo(dst, version)
+	for i70 := range v.TopicPartitions {
+		dst = v.TopicPartitions[i70].appendTo(dst, version)
 	}
 	dst = kbin.AppendBool(dst, v.IncludeMirrorStates)
 	dst = kbin.AppendBool(dst, v.IncludeMirrorLags)
@@ -1822,26 +2616,26 @@ func (v *DescribeClusterMirrorsRequest) appendTo(dst []byte, version int16) []by
 
 func (v *DescribeClusterMirrorsRequest) readFrom(d *decoder, version int16) {
 	_ = version
-	if n55 := d.arrayLen(true, 1); n55 >= 0 {
-		a56 := make([]string, n55)
-		for i57 := range a56 {
+	if n71 := d.arrayLen(true, 1); n71 >= 0 {
+		a72 := make([]string, n71)
+		for i73 := range a72 {
 			if !d.Ok() {
 				break
 			}
-			a56[i57] = d.compactString()
+			a72[i73] = d.compactString()
 		}
-		v.MirrorNames = a56
+		v.MirrorNames = a72
 	}
-	if n58 := d.arrayLen(true, 3); n58 >= 0 {
-		a59 := make([]DescribeClusterMirrorsRequestTopicPartitions, n58)
-		for i60 := range a59 {
+	if n74 := d.arrayLen(true, 3); n74 >= 0 {
+		a75 := make([]DescribeClusterMirrorsRequestTopicPartitions, n74)
+		for i76 := range a75 {
 			if !d.Ok() {
 				break
 			}
-			a59[i60].Default()
-			a59[i60].readFrom(d, version)
+			a75[i76].Default()
+			a75[i76].readFrom(d, version)
 		}
-		v.TopicPartitions = a59
+		v.TopicPartitions = a75
 	}
 	v.IncludeMirrorStates = d.Bool()
 	v.IncludeMirrorLags = d.Bool()
@@ -1895,8 +2689,8 @@ func (v *DescribeClusterMirrorsRequestTopicPartitions) appendTo(dst []byte, vers
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.Topic)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i61 := range v.Partitions {
-		dst = kbin.AppendInt32(dst, v.Partitions[i61])
+	for i77 := range v.Partitions {
+		dst = kbin.AppendInt32(dst, v.Partitions[i77])
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -1906,16 +2700,16 @@ func (v *DescribeClusterMirrorsRequestTopicPartitions) appendTo(dst []byte, vers
 func (v *DescribeClusterMirrorsRequestTopicPartitions) readFrom(d *decoder, version int16) {
 	_ = version
 	v.Topic = d.compactString()
-	if n62 := d.arrayLen(false, 4); n62 >= 0 {
-		a63 := make([]int32, n62)
-		for i64 := range a63 {
+	if n78 := d.arrayLen(false, 4); n78 >= 0 {
+		a79 := make([]int32, n78)
+		for i80 := range a79 {
 			if !d.Ok() {
 				break
 			}
-			a63[i64] = d.Int32()
+			a79[i80] = d.Int32()
 		}
-		if n62 > 0 {
-			v.Partitions = a63
+		if n78 > 0 {
+			v.Partitions = a79
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -2044,8 +2838,8 @@ func (v *DescribeClusterMirrorsResponse) appendTo(dst []byte, version int16) []b
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Mirrors))
-	for i65 := range v.Mirrors {
-		dst = v.Mirrors[i65].appendTo(dst, version)
+	for i81 := range v.Mirrors {
+		dst = v.Mirrors[i81].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -2057,17 +2851,17 @@ func (v *DescribeClusterMirrorsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n66 := d.arrayLen(false, 12); n66 >= 0 {
-		a67 := make([]DescribeClusterMirrorsResponseMirror, n66)
-		for i68 := range a67 {
+	if n82 := d.arrayLen(false, 12); n82 >= 0 {
+		a83 := make([]DescribeClusterMirrorsResponseMirror, n82)
+		for i84 := range a83 {
 			if !d.Ok() {
 				break
 			}
-			a67[i68].Default()
-			a67[i68].readFrom(d, version)
+			a83[i84].Default()
+			a83[i84].readFrom(d, version)
 		}
-		if n66 > 0 {
-			v.Mirrors = a67
+		if n82 > 0 {
+			v.Mirrors = a83
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -2142,8 +2936,8 @@ func (v *DescribeClusterMirrorsResponseMirror) appendTo(dst []byte, version int1
 	dst = kbin.AppendCompactNullableString(dst, v.SourceClusterId)
 	dst = kbin.AppendInt32(dst, v.AuthorizedOperations)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i69 := range v.Topics {
-		dst = v.Topics[i69].appendTo(dst, version)
+	for i85 := range v.Topics {
+		dst = v.Topics[i85].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -2158,17 +2952,17 @@ func (v *DescribeClusterMirrorsResponseMirror) readFrom(d *decoder, version int1
 	v.SourceBootstrap = d.CompactNullableString()
 	v.SourceClusterId = d.CompactNullableString()
 	v.AuthorizedOperations = d.Int32()
-	if n70 := d.arrayLen(false, 3); n70 >= 0 {
-		a71 := make([]DescribeClusterMirrorsResponseMirrorTopic, n70)
-		for i72 := range a71 {
+	if n86 := d.arrayLen(false, 3); n86 >= 0 {
+		a87 := make([]DescribeClusterMirrorsResponseMirrorTopic, n86)
+		for i88 := range a87 {
 			if !d.Ok() {
 				break
 			}
-			a71[i72].Default()
-			a71[i72].readFrom(d, version)
+			a87[i88].Default()
+			a87[i88].readFrom(d, version)
 		}
-		if n70 > 0 {
-			v.Topics = a71
+		if n86 > 0 {
+			v.Topics = a87
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -2218,8 +3012,8 @@ func (v *DescribeClusterMirrorsResponseMirrorTopic) appendTo(dst []byte, version
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i73 := range v.Partitions {
-		dst = v.Partitions[i73].appendTo(dst, version)
+	for i89 := range v.Partitions {
+		dst = v.Partitions[i89].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -2229,17 +3023,17 @@ func (v *DescribeClusterMirrorsResponseMirrorTopic) appendTo(dst []byte, version
 func (v *DescribeClusterMirrorsResponseMirrorTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n74 := d.arrayLen(false, 39); n74 >= 0 {
-		a75 := make([]DescribeClusterMirrorsResponseMirrorTopicPartition, n74)
-		for i76 := range a75 {
+	if n90 := d.arrayLen(false, 39); n90 >= 0 {
+		a91 := make([]DescribeClusterMirrorsResponseMirrorTopicPartition, n90)
+		for i92 := range a91 {
 			if !d.Ok() {
 				break
 			}
-			a75[i76].Default()
-			a75[i76].readFrom(d, version)
+			a91[i92].Default()
+			a91[i92].readFrom(d, version)
 		}
-		if n74 > 0 {
-			v.Partitions = a75
+		if n90 > 0 {
+			v.Partitions = a91
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -2537,8 +3331,8 @@ func (v *ReadMirrorStatesRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.MirrorName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i77 := range v.Topics {
-		dst = v.Topics[i77].appendTo(dst, version)
+	for i93 := range v.Topics {
+		dst = v.Topics[i93].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -2548,17 +3342,17 @@ func (v *ReadMirrorStatesRequest) appendTo(dst []byte, version int16) []byte {
 func (v *ReadMirrorStatesRequest) readFrom(d *decoder, version int16) {
 	_ = version
 	v.MirrorName = d.compactString()
-	if n78 := d.arrayLen(false, 3); n78 >= 0 {
-		a79 := make([]ReadMirrorStatesRequestTopic, n78)
-		for i80 := range a79 {
+	if n94 := d.arrayLen(false, 3); n94 >= 0 {
+		a95 := make([]ReadMirrorStatesRequestTopic, n94)
+		for i96 := range a95 {
 			if !d.Ok() {
 				break
 			}
-			a79[i80].Default()
-			a79[i80].readFrom(d, version)
+			a95[i96].Default()
+			a95[i96].readFrom(d, version)
 		}
-		if n78 > 0 {
-			v.Topics = a79
+		if n94 > 0 {
+			v.Topics = a95
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -2608,8 +3402,8 @@ func (v *ReadMirrorStatesRequestTopic) appendTo(dst []byte, version int16) []byt
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i81 := range v.Partitions {
-		dst = v.Partitions[i81].appendTo(dst, version)
+	for i97 := range v.Partitions {
+		dst = v.Partitions[i97].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -2619,17 +3413,17 @@ func (v *ReadMirrorStatesRequestTopic) appendTo(dst []byte, version int16) []byt
 func (v *ReadMirrorStatesRequestTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n82 := d.arrayLen(false, 9); n82 >= 0 {
-		a83 := make([]ReadMirrorStatesRequestTopicPartition, n82)
-		for i84 := range a83 {
+	if n98 := d.arrayLen(false, 9); n98 >= 0 {
+		a99 := make([]ReadMirrorStatesRequestTopicPartition, n98)
+		for i100 := range a99 {
 			if !d.Ok() {
 				break
 			}
-			a83[i84].Default()
-			a83[i84].readFrom(d, version)
+			a99[i100].Default()
+			a99[i100].readFrom(d, version)
 		}
-		if n82 > 0 {
-			v.Partitions = a83
+		if n98 > 0 {
+			v.Partitions = a99
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -2808,8 +3602,8 @@ func (v *ReadMirrorStatesResponse) appendTo(dst []byte, version int16) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i85 := range v.Topics {
-		dst = v.Topics[i85].appendTo(dst, version)
+	for i101 := range v.Topics {
+		dst = v.Topics[i101].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -2821,17 +3615,17 @@ func (v *ReadMirrorStatesResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n86 := d.arrayLen(false, 3); n86 >= 0 {
-		a87 := make([]ReadMirrorStatesResponseTopic, n86)
-		for i88 := range a87 {
+	if n102 := d.arrayLen(false, 3); n102 >= 0 {
+		a103 := make([]ReadMirrorStatesResponseTopic, n102)
+		for i104 := range a103 {
 			if !d.Ok() {
 				break
 			}
-			a87[i88].Default()
-			a87[i88].readFrom(d, version)
+			a103[i104].Default()
+			a103[i104].readFrom(d, version)
 		}
-		if n86 > 0 {
-			v.Topics = a87
+		if n102 > 0 {
+			v.Topics = a103
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -2881,8 +3675,8 @@ func (v *ReadMirrorStatesResponseTopic) appendTo(dst []byte, version int16) []by
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i89 := range v.Partitions {
-		dst = v.Partitions[i89].appendTo(dst, version)
+	for i105 := range v.Partitions {
+		dst = v.Partitions[i105].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -2892,17 +3686,17 @@ func (v *ReadMirrorStatesResponseTopic) appendTo(dst []byte, version int16) []by
 func (v *ReadMirrorStatesResponseTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n90 := d.arrayLen(false, 32); n90 >= 0 {
-		a91 := make([]ReadMirrorStatesResponseTopicPartition, n90)
-		for i92 := range a91 {
+	if n106 := d.arrayLen(false, 32); n106 >= 0 {
+		a107 := make([]ReadMirrorStatesResponseTopicPartition, n106)
+		for i108 := range a107 {
 			if !d.Ok() {
 				break
 			}
-			a91[i92].Default()
-			a91[i92].readFrom(d, version)
+			a107[i108].Default()
+			a107[i108].readFrom(d, version)
 		}
-		if n90 > 0 {
-			v.Partitions = a91
+		if n106 > 0 {
+			v.Partitions = a107
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -3135,8 +3929,8 @@ func (v *WriteMirrorStatesRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.MirrorName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i93 := range v.Topics {
-		dst = v.Topics[i93].appendTo(dst, version)
+	for i109 := range v.Topics {
+		dst = v.Topics[i109].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -3146,17 +3940,17 @@ func (v *WriteMirrorStatesRequest) appendTo(dst []byte, version int16) []byte {
 func (v *WriteMirrorStatesRequest) readFrom(d *decoder, version int16) {
 	_ = version
 	v.MirrorName = d.compactString()
-	if n94 := d.arrayLen(false, 3); n94 >= 0 {
-		a95 := make([]WriteMirrorStatesRequestTopic, n94)
-		for i96 := range a95 {
+	if n110 := d.arrayLen(false, 3); n110 >= 0 {
+		a111 := make([]WriteMirrorStatesRequestTopic, n110)
+		for i112 := range a111 {
 			if !d.Ok() {
 				break
 			}
-			a95[i96].Default()
-			a95[i96].readFrom(d, version)
+			a111[i112].Default()
+			a111[i112].readFrom(d, version)
 		}
-		if n94 > 0 {
-			v.Topics = a95
+		if n110 > 0 {
+			v.Topics = a111
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -3206,8 +4000,8 @@ func (v *WriteMirrorStatesRequestTopic) appendTo(dst []byte, version int16) []by
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i97 := range v.Partitions {
-		dst = v.Partitions[i97].appendTo(dst, version)
+	for i113 := range v.Partitions {
+		dst = v.Partitions[i113].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -3217,17 +4011,17 @@ func (v *WriteMirrorStatesRequestTopic) appendTo(dst []byte, version int16) []by
 func (v *WriteMirrorStatesRequestTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n98 := d.arrayLen(false, 32); n98 >= 0 {
-		a99 := make([]WriteMirrorStatesRequestTopicPartition, n98)
-		for i100 := range a99 {
+	if n114 := d.arrayLen(false, 32); n114 >= 0 {
+		a115 := make([]WriteMirrorStatesRequestTopicPartition, n114)
+		for i116 := range a115 {
 			if !d.Ok() {
 				break
 			}
-			a99[i100].Default()
-			a99[i100].readFrom(d, version)
+			a115[i116].Default()
+			a115[i116].readFrom(d, version)
 		}
-		if n98 > 0 {
-			v.Partitions = a99
+		if n114 > 0 {
+			v.Partitions = a115
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -3452,8 +4246,8 @@ func (v *WriteMirrorStatesResponse) appendTo(dst []byte, version int16) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i101 := range v.Topics {
-		dst = v.Topics[i101].appendTo(dst, version)
+	for i117 := range v.Topics {
+		dst = v.Topics[i117].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -3465,17 +4259,17 @@ func (v *WriteMirrorStatesResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n102 := d.arrayLen(false, 3); n102 >= 0 {
-		a103 := make([]WriteMirrorStatesResponseTopic, n102)
-		for i104 := range a103 {
+	if n118 := d.arrayLen(false, 3); n118 >= 0 {
+		a119 := make([]WriteMirrorStatesResponseTopic, n118)
+		for i120 := range a119 {
 			if !d.Ok() {
 				break
 			}
-			a103[i104].Default()
-			a103[i104].readFrom(d, version)
+			a119[i120].Default()
+			a119[i120].readFrom(d, version)
 		}
-		if n102 > 0 {
-			v.Topics = a103
+		if n118 > 0 {
+			v.Topics = a119
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -3525,8 +4319,8 @@ func (v *WriteMirrorStatesResponseTopic) appendTo(dst []byte, version int16) []b
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i105 := range v.Partitions {
-		dst = v.Partitions[i105].appendTo(dst, version)
+	for i121 := range v.Partitions {
+		dst = v.Partitions[i121].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -3536,17 +4330,17 @@ func (v *WriteMirrorStatesResponseTopic) appendTo(dst []byte, version int16) []b
 func (v *WriteMirrorStatesResponseTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n106 := d.arrayLen(false, 12); n106 >= 0 {
-		a107 := make([]WriteMirrorStatesResponseTopicPartition, n106)
-		for i108 := range a107 {
+	if n122 := d.arrayLen(false, 12); n122 >= 0 {
+		a123 := make([]WriteMirrorStatesResponseTopicPartition, n122)
+		for i124 := range a123 {
 			if !d.Ok() {
 				break
 			}
-			a107[i108].Default()
-			a107[i108].readFrom(d, version)
+			a123[i124].Default()
+			a123[i124].readFrom(d, version)
 		}
-		if n106 > 0 {
-			v.Partitions = a107
+		if n122 > 0 {
+			v.Partitions = a123
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -3701,7 +4495,7 @@ func (v *WriteMirrorStatesResponse) ReadFromLimit(src []byte, maxElements int) e
 
 // PauseMirrorTopicsRequest: Pauses mirroring of topics.
 //
-// API key 10102, versions 0-0, flexible in every version.
+// API key 10102, versions 0-1, flexible in every version.
 type PauseMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -3719,6 +4513,10 @@ type PauseMirrorTopicsRequest struct {
 	// TimeoutMs: How long to wait in milliseconds for the operation (including the validation of actual partition states) to complete.
 	// (default 60000)
 	TimeoutMs int32
+
+	// ValidateOnly: If true, check the request and answer its plan (per partition) without changing anything.
+	// (present in versions 1+)
+	ValidateOnly bool
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -3748,11 +4546,14 @@ func (v *PauseMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.MirrorName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i109 := range v.Topics {
-		dst = v.Topics[i109].appendTo(dst, version)
+	for i125 := range v.Topics {
+		dst = v.Topics[i125].appendTo(dst, version)
 	}
 	dst = kbin.AppendInt64(dst, v.StateOffset)
 	dst = kbin.AppendInt32(dst, v.TimeoutMs)
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.ValidateOnly)
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -3761,21 +4562,24 @@ func (v *PauseMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
 func (v *PauseMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 	_ = version
 	v.MirrorName = d.compactString()
-	if n110 := d.arrayLen(false, 2); n110 >= 0 {
-		a111 := make([]PauseMirrorTopicsRequestTopic, n110)
-		for i112 := range a111 {
+	if n126 := d.arrayLen(false, 2); n126 >= 0 {
+		a127 := make([]PauseMirrorTopicsRequestTopic, n126)
+		for i128 := range a127 {
 			if !d.Ok() {
 				break
 			}
-			a111[i112].Default()
-			a111[i112].readFrom(d, version)
+			a127[i128].Default()
+			a127[i128].readFrom(d, version)
 		}
-		if n110 > 0 {
-			v.Topics = a111
+		if n126 > 0 {
+			v.Topics = a127
 		}
 	}
 	v.StateOffset = d.Int64()
 	v.TimeoutMs = d.Int32()
+	if version >= 1 {
+		v.ValidateOnly = d.Bool()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -3844,7 +4648,7 @@ func (v *PauseMirrorTopicsRequestTopic) readFrom(d *decoder, version int16) {
 func (*PauseMirrorTopicsRequest) Key() int16 { return KeyPauseMirrorTopics }
 
 // MaxVersion returns the highest version of PauseMirrorTopicsRequest.
-func (*PauseMirrorTopicsRequest) MaxVersion() int16 { return 0 }
+func (*PauseMirrorTopicsRequest) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of PauseMirrorTopicsRequest.
 func (*PauseMirrorTopicsRequest) MinVersion() int16 { return 0 }
@@ -3884,7 +4688,7 @@ func (v *PauseMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.append
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *PauseMirrorTopicsRequest) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -3893,7 +4697,7 @@ func (v *PauseMirrorTopicsRequest) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *PauseMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("PauseMirrorTopicsRequest", version)
 	}
 	*v = PauseMirrorTopicsRequest{Version: version}
@@ -3905,7 +4709,7 @@ func (v *PauseMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) er
 
 // PauseMirrorTopicsResponse: The result of a PauseMirrorTopics request.
 //
-// API key 10102, versions 0-0, flexible in every version.
+// API key 10102, versions 0-1, flexible in every version.
 type PauseMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -3951,8 +4755,8 @@ func (v *PauseMirrorTopicsResponse) appendTo(dst []byte, version int16) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i113 := range v.Topics {
-		dst = v.Topics[i113].appendTo(dst, version)
+	for i129 := range v.Topics {
+		dst = v.Topics[i129].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -3964,17 +4768,17 @@ func (v *PauseMirrorTopicsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n114 := d.arrayLen(false, 5); n114 >= 0 {
-		a115 := make([]PauseMirrorTopicsResponseTopic, n114)
-		for i116 := range a115 {
+	if n130 := d.arrayLen(false, 5); n130 >= 0 {
+		a131 := make([]PauseMirrorTopicsResponseTopic, n130)
+		for i132 := range a131 {
 			if !d.Ok() {
 				break
 			}
-			a115[i116].Default()
-			a115[i116].readFrom(d, version)
+			a131[i132].Default()
+			a131[i132].readFrom(d, version)
 		}
-		if n114 > 0 {
-			v.Topics = a115
+		if n130 > 0 {
+			v.Topics = a131
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -4001,6 +4805,10 @@ type PauseMirrorTopicsResponseTopic struct {
 	// ErrorMessage: The topic error message, or null.
 	// (nullable in versions 0+; default null)
 	ErrorMessage *string
+
+	// Partitions: The plan, per partition: what the operation does, or with ValidateOnly would do (also set for a start refused with MIRROR_TRUNCATION_REFUSED).
+	// (present in versions 1+)
+	Partitions []PauseMirrorTopicsResponseTopicPartition
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -4029,6 +4837,12 @@ func (v *PauseMirrorTopicsResponseTopic) appendTo(dst []byte, version int16) []b
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
+		for i133 := range v.Partitions {
+			dst = v.Partitions[i133].appendTo(dst, version)
+		}
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -4039,6 +4853,378 @@ func (v *PauseMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 	v.TopicName = d.compactString()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
+	if version >= 1 {
+		if n134 := d.arrayLen(false, 1); n134 >= 0 {
+			a135 := make([]PauseMirrorTopicsResponseTopicPartition, n134)
+			for i136 := range a135 {
+				if !d.Ok() {
+					break
+				}
+				a135[i136].Default()
+				a135[i136].readFrom(d, version)
+			}
+			if n134 > 0 {
+				v.Partitions = a135
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// PauseMirrorTopicsResponseTopicPartition is an element of PauseMirrorTopicsResponseTopic.Partitions.
+type PauseMirrorTopicsResponseTopicPartition struct {
+	// PartitionIndex: The partition index.
+	// (present in versions 1+)
+	PartitionIndex int32
+
+	// StateNow: The actual state of the partition now.
+	// (present in versions 1+; default -1)
+	StateNow int8
+
+	// StateAfter: The state the operation leads the partition to.
+	// (present in versions 1+; default -1)
+	StateAfter int8
+
+	// LastMirrorEpoch: The LME found on the source cluster (start), or persisted by the stop; -1 if none.
+	// (present in versions 1+; default -1)
+	LastMirrorEpoch int32
+
+	// LmeClusterId: The cluster the LME was found on, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeClusterId *string
+
+	// LmeMirrorName: The mirror on that cluster the LME was found in, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeMirrorName *string
+
+	// LogStartOffset: The log start offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogStartOffset int64
+
+	// LogEndOffset: The log end offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogEndOffset int64
+
+	// TruncationOffset: Where the local log is cut, or -1 if it is not.
+	// (present in versions 1+; default -1)
+	TruncationOffset int64
+
+	// FullTruncation: True if the whole local log is removed (no LME known).
+	// (present in versions 1+)
+	FullTruncation bool
+
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
+	// RemovedFromOffset: The first offset removed.
+	// (present in versions 1+; default -1)
+	RemovedFromOffset int64
+
+	// RemovedToOffset: The offset after the last one removed.
+	// (present in versions 1+; default -1)
+	RemovedToOffset int64
+
+	// RemovedRecords: The number of data records removed.
+	// (present in versions 1+)
+	RemovedRecords int64
+
+	// LocalFromOffset: The first removed offset written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalFromOffset int64
+
+	// LocalToOffset: The offset after the last removed one written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalToOffset int64
+
+	// LocalRecords: The number of removed data records written on this cluster since its stop.
+	// (present in versions 1+)
+	LocalRecords int64
+
+	// SourceLogStartOffset: The source log start offset for a full truncation, or -1.
+	// (present in versions 1+; default -1)
+	SourceLogStartOffset int64
+
+	// OpenTransactions: The open transactions a stop aborts.
+	// (present in versions 1+)
+	OpenTransactions []PauseMirrorTopicsResponseTopicPartitionOpenTransaction
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of PauseMirrorTopicsResponseTopicPartition that has a non-zero default to it.
+func (v *PauseMirrorTopicsResponseTopicPartition) Default() {
+	v.StateNow = -1
+	v.StateAfter = -1
+	v.LastMirrorEpoch = -1
+	v.LogStartOffset = -1
+	v.LogEndOffset = -1
+	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
+	v.RemovedFromOffset = -1
+	v.RemovedToOffset = -1
+	v.LocalFromOffset = -1
+	v.LocalToOffset = -1
+	v.SourceLogStartOffset = -1
+}
+
+// NewPauseMirrorTopicsResponseTopicPartition returns a PauseMirrorTopicsResponseTopicPartition with defaults set.
+func NewPauseMirrorTopicsResponseTopicPartition() PauseMirrorTopicsResponseTopicPartition {
+	var v PauseMirrorTopicsResponseTopicPartition
+	v.Default()
+	return v
+}
+
+// NewPtrPauseMirrorTopicsResponseTopicPartition returns a pointer to a PauseMirrorTopicsResponseTopicPartition with defaults set.
+func NewPtrPauseMirrorTopicsResponseTopicPartition() *PauseMirrorTopicsResponseTopicPartition {
+	v := NewPauseMirrorTopicsResponseTopicPartition()
+	return &v
+}
+
+func (v *PauseMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.PartitionIndex)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateNow)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateAfter)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.LastMirrorEpoch)
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeClusterId)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeClusterId))
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeMirrorName)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeMirrorName))
+		}
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogEndOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.TruncationOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.SourceLogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.OpenTransactions))
+		for i137 := range v.OpenTransactions {
+			dst = v.OpenTransactions[i137].appendTo(dst, version)
+		}
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *PauseMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.PartitionIndex = d.Int32()
+	}
+	if version >= 1 {
+		v.StateNow = d.Int8()
+	}
+	if version >= 1 {
+		v.StateAfter = d.Int8()
+	}
+	if version >= 1 {
+		v.LastMirrorEpoch = d.Int32()
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeClusterId = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeClusterId = &s
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeMirrorName = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeMirrorName = &s
+		}
+	}
+	if version >= 1 {
+		v.LogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LogEndOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.TruncationOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.SourceLogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		if n138 := d.arrayLen(false, 1); n138 >= 0 {
+			a139 := make([]PauseMirrorTopicsResponseTopicPartitionOpenTransaction, n138)
+			for i140 := range a139 {
+				if !d.Ok() {
+					break
+				}
+				a139[i140].Default()
+				a139[i140].readFrom(d, version)
+			}
+			if n138 > 0 {
+				v.OpenTransactions = a139
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// PauseMirrorTopicsResponseTopicPartitionOpenTransaction is an element of PauseMirrorTopicsResponseTopicPartition.OpenTransactions.
+type PauseMirrorTopicsResponseTopicPartitionOpenTransaction struct {
+	// ProducerId: The producer id.
+	// (present in versions 1+)
+	ProducerId int64
+
+	// ProducerEpoch: The producer epoch.
+	// (present in versions 1+)
+	ProducerEpoch int16
+
+	// FirstOffset: The first offset of the transaction.
+	// (present in versions 1+)
+	FirstOffset int64
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of PauseMirrorTopicsResponseTopicPartitionOpenTransaction that has a non-zero default to it.
+func (v *PauseMirrorTopicsResponseTopicPartitionOpenTransaction) Default() {
+}
+
+// NewPauseMirrorTopicsResponseTopicPartitionOpenTransaction returns a PauseMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewPauseMirrorTopicsResponseTopicPartitionOpenTransaction() PauseMirrorTopicsResponseTopicPartitionOpenTransaction {
+	var v PauseMirrorTopicsResponseTopicPartitionOpenTransaction
+	v.Default()
+	return v
+}
+
+// NewPtrPauseMirrorTopicsResponseTopicPartitionOpenTransaction returns a pointer to a PauseMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewPtrPauseMirrorTopicsResponseTopicPartitionOpenTransaction() *PauseMirrorTopicsResponseTopicPartitionOpenTransaction {
+	v := NewPauseMirrorTopicsResponseTopicPartitionOpenTransaction()
+	return &v
+}
+
+func (v *PauseMirrorTopicsResponseTopicPartitionOpenTransaction) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.ProducerId)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt16(dst, v.ProducerEpoch)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.FirstOffset)
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *PauseMirrorTopicsResponseTopicPartitionOpenTransaction) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.ProducerId = d.Int64()
+	}
+	if version >= 1 {
+		v.ProducerEpoch = d.Int16()
+	}
+	if version >= 1 {
+		v.FirstOffset = d.Int64()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -4056,7 +5242,7 @@ func (v *PauseMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 func (*PauseMirrorTopicsResponse) Key() int16 { return KeyPauseMirrorTopics }
 
 // MaxVersion returns the highest version of PauseMirrorTopicsResponse.
-func (*PauseMirrorTopicsResponse) MaxVersion() int16 { return 0 }
+func (*PauseMirrorTopicsResponse) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of PauseMirrorTopicsResponse.
 func (*PauseMirrorTopicsResponse) MinVersion() int16 { return 0 }
@@ -4101,7 +5287,7 @@ func (v *PauseMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appen
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *PauseMirrorTopicsResponse) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -4110,7 +5296,7 @@ func (v *PauseMirrorTopicsResponse) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *PauseMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("PauseMirrorTopicsResponse", version)
 	}
 	*v = PauseMirrorTopicsResponse{Version: version}
@@ -4122,7 +5308,7 @@ func (v *PauseMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) e
 
 // ResumeMirrorTopicsRequest: Resumes mirroring of paused topics.
 //
-// API key 10103, versions 0-0, flexible in every version.
+// API key 10103, versions 0-1, flexible in every version.
 type ResumeMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -4140,6 +5326,10 @@ type ResumeMirrorTopicsRequest struct {
 	// TimeoutMs: How long to wait in milliseconds for the operation (including the validation of actual partition states) to complete.
 	// (default 60000)
 	TimeoutMs int32
+
+	// ValidateOnly: If true, check the request and answer its plan (per partition) without changing anything.
+	// (present in versions 1+)
+	ValidateOnly bool
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -4169,11 +5359,14 @@ func (v *ResumeMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.MirrorName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i117 := range v.Topics {
-		dst = v.Topics[i117].appendTo(dst, version)
+	for i141 := range v.Topics {
+		dst = v.Topics[i141].appendTo(dst, version)
 	}
 	dst = kbin.AppendInt64(dst, v.StateOffset)
 	dst = kbin.AppendInt32(dst, v.TimeoutMs)
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.ValidateOnly)
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -4182,21 +5375,24 @@ func (v *ResumeMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte {
 func (v *ResumeMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 	_ = version
 	v.MirrorName = d.compactString()
-	if n118 := d.arrayLen(false, 2); n118 >= 0 {
-		a119 := make([]ResumeMirrorTopicsRequestTopic, n118)
-		for i120 := range a119 {
+	if n142 := d.arrayLen(false, 2); n142 >= 0 {
+		a143 := make([]ResumeMirrorTopicsRequestTopic, n142)
+		for i144 := range a143 {
 			if !d.Ok() {
 				break
 			}
-			a119[i120].Default()
-			a119[i120].readFrom(d, version)
+			a143[i144].Default()
+			a143[i144].readFrom(d, version)
 		}
-		if n118 > 0 {
-			v.Topics = a119
+		if n142 > 0 {
+			v.Topics = a143
 		}
 	}
 	v.StateOffset = d.Int64()
 	v.TimeoutMs = d.Int32()
+	if version >= 1 {
+		v.ValidateOnly = d.Bool()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -4265,7 +5461,7 @@ func (v *ResumeMirrorTopicsRequestTopic) readFrom(d *decoder, version int16) {
 func (*ResumeMirrorTopicsRequest) Key() int16 { return KeyResumeMirrorTopics }
 
 // MaxVersion returns the highest version of ResumeMirrorTopicsRequest.
-func (*ResumeMirrorTopicsRequest) MaxVersion() int16 { return 0 }
+func (*ResumeMirrorTopicsRequest) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of ResumeMirrorTopicsRequest.
 func (*ResumeMirrorTopicsRequest) MinVersion() int16 { return 0 }
@@ -4305,7 +5501,7 @@ func (v *ResumeMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appen
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *ResumeMirrorTopicsRequest) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -4314,7 +5510,7 @@ func (v *ResumeMirrorTopicsRequest) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *ResumeMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("ResumeMirrorTopicsRequest", version)
 	}
 	*v = ResumeMirrorTopicsRequest{Version: version}
@@ -4326,7 +5522,7 @@ func (v *ResumeMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) e
 
 // ResumeMirrorTopicsResponse: The result of a ResumeMirrorTopics request.
 //
-// API key 10103, versions 0-0, flexible in every version.
+// API key 10103, versions 0-1, flexible in every version.
 type ResumeMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -4372,8 +5568,8 @@ func (v *ResumeMirrorTopicsResponse) appendTo(dst []byte, version int16) []byte 
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i121 := range v.Topics {
-		dst = v.Topics[i121].appendTo(dst, version)
+	for i145 := range v.Topics {
+		dst = v.Topics[i145].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -4385,17 +5581,17 @@ func (v *ResumeMirrorTopicsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n122 := d.arrayLen(false, 5); n122 >= 0 {
-		a123 := make([]ResumeMirrorTopicsResponseTopic, n122)
-		for i124 := range a123 {
+	if n146 := d.arrayLen(false, 5); n146 >= 0 {
+		a147 := make([]ResumeMirrorTopicsResponseTopic, n146)
+		for i148 := range a147 {
 			if !d.Ok() {
 				break
 			}
-			a123[i124].Default()
-			a123[i124].readFrom(d, version)
+			a147[i148].Default()
+			a147[i148].readFrom(d, version)
 		}
-		if n122 > 0 {
-			v.Topics = a123
+		if n146 > 0 {
+			v.Topics = a147
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -4422,6 +5618,10 @@ type ResumeMirrorTopicsResponseTopic struct {
 	// ErrorMessage: The topic error message, or null.
 	// (nullable in versions 0+; default null)
 	ErrorMessage *string
+
+	// Partitions: The plan, per partition: what the operation does, or with ValidateOnly would do (also set for a start refused with MIRROR_TRUNCATION_REFUSED).
+	// (present in versions 1+)
+	Partitions []ResumeMirrorTopicsResponseTopicPartition
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -4450,6 +5650,12 @@ func (v *ResumeMirrorTopicsResponseTopic) appendTo(dst []byte, version int16) []
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
+		for i149 := range v.Partitions {
+			dst = v.Partitions[i149].appendTo(dst, version)
+		}
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -4460,6 +5666,378 @@ func (v *ResumeMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 	v.TopicName = d.compactString()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
+	if version >= 1 {
+		if n150 := d.arrayLen(false, 1); n150 >= 0 {
+			a151 := make([]ResumeMirrorTopicsResponseTopicPartition, n150)
+			for i152 := range a151 {
+				if !d.Ok() {
+					break
+				}
+				a151[i152].Default()
+				a151[i152].readFrom(d, version)
+			}
+			if n150 > 0 {
+				v.Partitions = a151
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// ResumeMirrorTopicsResponseTopicPartition is an element of ResumeMirrorTopicsResponseTopic.Partitions.
+type ResumeMirrorTopicsResponseTopicPartition struct {
+	// PartitionIndex: The partition index.
+	// (present in versions 1+)
+	PartitionIndex int32
+
+	// StateNow: The actual state of the partition now.
+	// (present in versions 1+; default -1)
+	StateNow int8
+
+	// StateAfter: The state the operation leads the partition to.
+	// (present in versions 1+; default -1)
+	StateAfter int8
+
+	// LastMirrorEpoch: The LME found on the source cluster (start), or persisted by the stop; -1 if none.
+	// (present in versions 1+; default -1)
+	LastMirrorEpoch int32
+
+	// LmeClusterId: The cluster the LME was found on, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeClusterId *string
+
+	// LmeMirrorName: The mirror on that cluster the LME was found in, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeMirrorName *string
+
+	// LogStartOffset: The log start offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogStartOffset int64
+
+	// LogEndOffset: The log end offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogEndOffset int64
+
+	// TruncationOffset: Where the local log is cut, or -1 if it is not.
+	// (present in versions 1+; default -1)
+	TruncationOffset int64
+
+	// FullTruncation: True if the whole local log is removed (no LME known).
+	// (present in versions 1+)
+	FullTruncation bool
+
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
+	// RemovedFromOffset: The first offset removed.
+	// (present in versions 1+; default -1)
+	RemovedFromOffset int64
+
+	// RemovedToOffset: The offset after the last one removed.
+	// (present in versions 1+; default -1)
+	RemovedToOffset int64
+
+	// RemovedRecords: The number of data records removed.
+	// (present in versions 1+)
+	RemovedRecords int64
+
+	// LocalFromOffset: The first removed offset written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalFromOffset int64
+
+	// LocalToOffset: The offset after the last removed one written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalToOffset int64
+
+	// LocalRecords: The number of removed data records written on this cluster since its stop.
+	// (present in versions 1+)
+	LocalRecords int64
+
+	// SourceLogStartOffset: The source log start offset for a full truncation, or -1.
+	// (present in versions 1+; default -1)
+	SourceLogStartOffset int64
+
+	// OpenTransactions: The open transactions a stop aborts.
+	// (present in versions 1+)
+	OpenTransactions []ResumeMirrorTopicsResponseTopicPartitionOpenTransaction
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of ResumeMirrorTopicsResponseTopicPartition that has a non-zero default to it.
+func (v *ResumeMirrorTopicsResponseTopicPartition) Default() {
+	v.StateNow = -1
+	v.StateAfter = -1
+	v.LastMirrorEpoch = -1
+	v.LogStartOffset = -1
+	v.LogEndOffset = -1
+	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
+	v.RemovedFromOffset = -1
+	v.RemovedToOffset = -1
+	v.LocalFromOffset = -1
+	v.LocalToOffset = -1
+	v.SourceLogStartOffset = -1
+}
+
+// NewResumeMirrorTopicsResponseTopicPartition returns a ResumeMirrorTopicsResponseTopicPartition with defaults set.
+func NewResumeMirrorTopicsResponseTopicPartition() ResumeMirrorTopicsResponseTopicPartition {
+	var v ResumeMirrorTopicsResponseTopicPartition
+	v.Default()
+	return v
+}
+
+// NewPtrResumeMirrorTopicsResponseTopicPartition returns a pointer to a ResumeMirrorTopicsResponseTopicPartition with defaults set.
+func NewPtrResumeMirrorTopicsResponseTopicPartition() *ResumeMirrorTopicsResponseTopicPartition {
+	v := NewResumeMirrorTopicsResponseTopicPartition()
+	return &v
+}
+
+func (v *ResumeMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.PartitionIndex)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateNow)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateAfter)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.LastMirrorEpoch)
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeClusterId)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeClusterId))
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeMirrorName)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeMirrorName))
+		}
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogEndOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.TruncationOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.SourceLogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.OpenTransactions))
+		for i153 := range v.OpenTransactions {
+			dst = v.OpenTransactions[i153].appendTo(dst, version)
+		}
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *ResumeMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.PartitionIndex = d.Int32()
+	}
+	if version >= 1 {
+		v.StateNow = d.Int8()
+	}
+	if version >= 1 {
+		v.StateAfter = d.Int8()
+	}
+	if version >= 1 {
+		v.LastMirrorEpoch = d.Int32()
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeClusterId = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeClusterId = &s
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeMirrorName = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeMirrorName = &s
+		}
+	}
+	if version >= 1 {
+		v.LogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LogEndOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.TruncationOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.SourceLogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		if n154 := d.arrayLen(false, 1); n154 >= 0 {
+			a155 := make([]ResumeMirrorTopicsResponseTopicPartitionOpenTransaction, n154)
+			for i156 := range a155 {
+				if !d.Ok() {
+					break
+				}
+				a155[i156].Default()
+				a155[i156].readFrom(d, version)
+			}
+			if n154 > 0 {
+				v.OpenTransactions = a155
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// ResumeMirrorTopicsResponseTopicPartitionOpenTransaction is an element of ResumeMirrorTopicsResponseTopicPartition.OpenTransactions.
+type ResumeMirrorTopicsResponseTopicPartitionOpenTransaction struct {
+	// ProducerId: The producer id.
+	// (present in versions 1+)
+	ProducerId int64
+
+	// ProducerEpoch: The producer epoch.
+	// (present in versions 1+)
+	ProducerEpoch int16
+
+	// FirstOffset: The first offset of the transaction.
+	// (present in versions 1+)
+	FirstOffset int64
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of ResumeMirrorTopicsResponseTopicPartitionOpenTransaction that has a non-zero default to it.
+func (v *ResumeMirrorTopicsResponseTopicPartitionOpenTransaction) Default() {
+}
+
+// NewResumeMirrorTopicsResponseTopicPartitionOpenTransaction returns a ResumeMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewResumeMirrorTopicsResponseTopicPartitionOpenTransaction() ResumeMirrorTopicsResponseTopicPartitionOpenTransaction {
+	var v ResumeMirrorTopicsResponseTopicPartitionOpenTransaction
+	v.Default()
+	return v
+}
+
+// NewPtrResumeMirrorTopicsResponseTopicPartitionOpenTransaction returns a pointer to a ResumeMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewPtrResumeMirrorTopicsResponseTopicPartitionOpenTransaction() *ResumeMirrorTopicsResponseTopicPartitionOpenTransaction {
+	v := NewResumeMirrorTopicsResponseTopicPartitionOpenTransaction()
+	return &v
+}
+
+func (v *ResumeMirrorTopicsResponseTopicPartitionOpenTransaction) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.ProducerId)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt16(dst, v.ProducerEpoch)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.FirstOffset)
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *ResumeMirrorTopicsResponseTopicPartitionOpenTransaction) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.ProducerId = d.Int64()
+	}
+	if version >= 1 {
+		v.ProducerEpoch = d.Int16()
+	}
+	if version >= 1 {
+		v.FirstOffset = d.Int64()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -4477,7 +6055,7 @@ func (v *ResumeMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 func (*ResumeMirrorTopicsResponse) Key() int16 { return KeyResumeMirrorTopics }
 
 // MaxVersion returns the highest version of ResumeMirrorTopicsResponse.
-func (*ResumeMirrorTopicsResponse) MaxVersion() int16 { return 0 }
+func (*ResumeMirrorTopicsResponse) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of ResumeMirrorTopicsResponse.
 func (*ResumeMirrorTopicsResponse) MinVersion() int16 { return 0 }
@@ -4522,7 +6100,7 @@ func (v *ResumeMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.appe
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *ResumeMirrorTopicsResponse) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -4531,7 +6109,7 @@ func (v *ResumeMirrorTopicsResponse) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *ResumeMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("ResumeMirrorTopicsResponse", version)
 	}
 	*v = ResumeMirrorTopicsResponse{Version: version}
@@ -4844,8 +6422,8 @@ func NewPtrBumpLeaderEpochsRequest() *BumpLeaderEpochsRequest {
 func (v *BumpLeaderEpochsRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i125 := range v.Topics {
-		dst = v.Topics[i125].appendTo(dst, version)
+	for i157 := range v.Topics {
+		dst = v.Topics[i157].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -4854,17 +6432,17 @@ func (v *BumpLeaderEpochsRequest) appendTo(dst []byte, version int16) []byte {
 
 func (v *BumpLeaderEpochsRequest) readFrom(d *decoder, version int16) {
 	_ = version
-	if n126 := d.arrayLen(false, 3); n126 >= 0 {
-		a127 := make([]BumpLeaderEpochsRequestTopic, n126)
-		for i128 := range a127 {
+	if n158 := d.arrayLen(false, 3); n158 >= 0 {
+		a159 := make([]BumpLeaderEpochsRequestTopic, n158)
+		for i160 := range a159 {
 			if !d.Ok() {
 				break
 			}
-			a127[i128].Default()
-			a127[i128].readFrom(d, version)
+			a159[i160].Default()
+			a159[i160].readFrom(d, version)
 		}
-		if n126 > 0 {
-			v.Topics = a127
+		if n158 > 0 {
+			v.Topics = a159
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -4914,8 +6492,8 @@ func (v *BumpLeaderEpochsRequestTopic) appendTo(dst []byte, version int16) []byt
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i129 := range v.Partitions {
-		dst = v.Partitions[i129].appendTo(dst, version)
+	for i161 := range v.Partitions {
+		dst = v.Partitions[i161].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -4925,17 +6503,17 @@ func (v *BumpLeaderEpochsRequestTopic) appendTo(dst []byte, version int16) []byt
 func (v *BumpLeaderEpochsRequestTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n130 := d.arrayLen(false, 9); n130 >= 0 {
-		a131 := make([]BumpLeaderEpochsRequestTopicPartition, n130)
-		for i132 := range a131 {
+	if n162 := d.arrayLen(false, 9); n162 >= 0 {
+		a163 := make([]BumpLeaderEpochsRequestTopicPartition, n162)
+		for i164 := range a163 {
 			if !d.Ok() {
 				break
 			}
-			a131[i132].Default()
-			a131[i132].readFrom(d, version)
+			a163[i164].Default()
+			a163[i164].readFrom(d, version)
 		}
-		if n130 > 0 {
-			v.Partitions = a131
+		if n162 > 0 {
+			v.Partitions = a163
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -5114,8 +6692,8 @@ func (v *BumpLeaderEpochsResponse) appendTo(dst []byte, version int16) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i133 := range v.Topics {
-		dst = v.Topics[i133].appendTo(dst, version)
+	for i165 := range v.Topics {
+		dst = v.Topics[i165].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -5127,17 +6705,17 @@ func (v *BumpLeaderEpochsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n134 := d.arrayLen(false, 3); n134 >= 0 {
-		a135 := make([]BumpLeaderEpochsResponseTopic, n134)
-		for i136 := range a135 {
+	if n166 := d.arrayLen(false, 3); n166 >= 0 {
+		a167 := make([]BumpLeaderEpochsResponseTopic, n166)
+		for i168 := range a167 {
 			if !d.Ok() {
 				break
 			}
-			a135[i136].Default()
-			a135[i136].readFrom(d, version)
+			a167[i168].Default()
+			a167[i168].readFrom(d, version)
 		}
-		if n134 > 0 {
-			v.Topics = a135
+		if n166 > 0 {
+			v.Topics = a167
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -5187,8 +6765,8 @@ func (v *BumpLeaderEpochsResponseTopic) appendTo(dst []byte, version int16) []by
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i137 := range v.Partitions {
-		dst = v.Partitions[i137].appendTo(dst, version)
+	for i169 := range v.Partitions {
+		dst = v.Partitions[i169].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -5198,17 +6776,17 @@ func (v *BumpLeaderEpochsResponseTopic) appendTo(dst []byte, version int16) []by
 func (v *BumpLeaderEpochsResponseTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n138 := d.arrayLen(false, 12); n138 >= 0 {
-		a139 := make([]BumpLeaderEpochsResponseTopicPartition, n138)
-		for i140 := range a139 {
+	if n170 := d.arrayLen(false, 12); n170 >= 0 {
+		a171 := make([]BumpLeaderEpochsResponseTopicPartition, n170)
+		for i172 := range a171 {
 			if !d.Ok() {
 				break
 			}
-			a139[i140].Default()
-			a139[i140].readFrom(d, version)
+			a171[i172].Default()
+			a171[i172].readFrom(d, version)
 		}
-		if n138 > 0 {
-			v.Partitions = a139
+		if n170 > 0 {
+			v.Partitions = a171
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -5400,8 +6978,8 @@ func (v *ReadMirrorOffsetsRequest) appendTo(dst []byte, version int16) []byte {
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.MirrorName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i141 := range v.Topics {
-		dst = v.Topics[i141].appendTo(dst, version)
+	for i173 := range v.Topics {
+		dst = v.Topics[i173].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -5411,17 +6989,17 @@ func (v *ReadMirrorOffsetsRequest) appendTo(dst []byte, version int16) []byte {
 func (v *ReadMirrorOffsetsRequest) readFrom(d *decoder, version int16) {
 	_ = version
 	v.MirrorName = d.compactString()
-	if n142 := d.arrayLen(false, 3); n142 >= 0 {
-		a143 := make([]ReadMirrorOffsetsRequestTopic, n142)
-		for i144 := range a143 {
+	if n174 := d.arrayLen(false, 3); n174 >= 0 {
+		a175 := make([]ReadMirrorOffsetsRequestTopic, n174)
+		for i176 := range a175 {
 			if !d.Ok() {
 				break
 			}
-			a143[i144].Default()
-			a143[i144].readFrom(d, version)
+			a175[i176].Default()
+			a175[i176].readFrom(d, version)
 		}
-		if n142 > 0 {
-			v.Topics = a143
+		if n174 > 0 {
+			v.Topics = a175
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -5471,8 +7049,8 @@ func (v *ReadMirrorOffsetsRequestTopic) appendTo(dst []byte, version int16) []by
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i145 := range v.Partitions {
-		dst = kbin.AppendInt32(dst, v.Partitions[i145])
+	for i177 := range v.Partitions {
+		dst = kbin.AppendInt32(dst, v.Partitions[i177])
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -5482,16 +7060,16 @@ func (v *ReadMirrorOffsetsRequestTopic) appendTo(dst []byte, version int16) []by
 func (v *ReadMirrorOffsetsRequestTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n146 := d.arrayLen(false, 4); n146 >= 0 {
-		a147 := make([]int32, n146)
-		for i148 := range a147 {
+	if n178 := d.arrayLen(false, 4); n178 >= 0 {
+		a179 := make([]int32, n178)
+		for i180 := range a179 {
 			if !d.Ok() {
 				break
 			}
-			a147[i148] = d.Int32()
+			a179[i180] = d.Int32()
 		}
-		if n146 > 0 {
-			v.Partitions = a147
+		if n178 > 0 {
+			v.Partitions = a179
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -5612,8 +7190,8 @@ func (v *ReadMirrorOffsetsResponse) appendTo(dst []byte, version int16) []byte {
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i149 := range v.Topics {
-		dst = v.Topics[i149].appendTo(dst, version)
+	for i181 := range v.Topics {
+		dst = v.Topics[i181].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -5625,17 +7203,17 @@ func (v *ReadMirrorOffsetsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n150 := d.arrayLen(false, 3); n150 >= 0 {
-		a151 := make([]ReadMirrorOffsetsResponseTopic, n150)
-		for i152 := range a151 {
+	if n182 := d.arrayLen(false, 3); n182 >= 0 {
+		a183 := make([]ReadMirrorOffsetsResponseTopic, n182)
+		for i184 := range a183 {
 			if !d.Ok() {
 				break
 			}
-			a151[i152].Default()
-			a151[i152].readFrom(d, version)
+			a183[i184].Default()
+			a183[i184].readFrom(d, version)
 		}
-		if n150 > 0 {
-			v.Topics = a151
+		if n182 > 0 {
+			v.Topics = a183
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -5685,8 +7263,8 @@ func (v *ReadMirrorOffsetsResponseTopic) appendTo(dst []byte, version int16) []b
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
-	for i153 := range v.Partitions {
-		dst = v.Partitions[i153].appendTo(dst, version)
+	for i185 := range v.Partitions {
+		dst = v.Partitions[i185].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -5696,17 +7274,17 @@ func (v *ReadMirrorOffsetsResponseTopic) appendTo(dst []byte, version int16) []b
 func (v *ReadMirrorOffsetsResponseTopic) readFrom(d *decoder, version int16) {
 	_ = version
 	v.TopicName = d.compactString()
-	if n154 := d.arrayLen(false, 23); n154 >= 0 {
-		a155 := make([]ReadMirrorOffsetsResponseTopicPartition, n154)
-		for i156 := range a155 {
+	if n186 := d.arrayLen(false, 23); n186 >= 0 {
+		a187 := make([]ReadMirrorOffsetsResponseTopicPartition, n186)
+		for i188 := range a187 {
 			if !d.Ok() {
 				break
 			}
-			a155[i156].Default()
-			a155[i156].readFrom(d, version)
+			a187[i188].Default()
+			a187[i188].readFrom(d, version)
 		}
-		if n154 > 0 {
-			v.Partitions = a155
+		if n186 > 0 {
+			v.Partitions = a187
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -5862,7 +7440,7 @@ func (v *ReadMirrorOffsetsResponse) ReadFromLimit(src []byte, maxElements int) e
 
 // RecoverMirrorTopicsRequest: Restarts the FAILED partitions of mirror topics, resetting their retry attempts.
 //
-// API key 10107, versions 0-0, flexible in every version.
+// API key 10107, versions 0-1, flexible in every version.
 type RecoverMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -5876,6 +7454,10 @@ type RecoverMirrorTopicsRequest struct {
 	// TimeoutMs: How long to wait in milliseconds for the operation to complete.
 	// (default 60000)
 	TimeoutMs int32
+
+	// ValidateOnly: If true, check the request and answer its plan (per partition) without changing anything.
+	// (present in versions 1+)
+	ValidateOnly bool
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -5904,10 +7486,13 @@ func (v *RecoverMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte 
 	_ = version
 	dst = kbin.AppendCompactString(dst, v.MirrorName)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i157 := range v.Topics {
-		dst = v.Topics[i157].appendTo(dst, version)
+	for i189 := range v.Topics {
+		dst = v.Topics[i189].appendTo(dst, version)
 	}
 	dst = kbin.AppendInt32(dst, v.TimeoutMs)
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.ValidateOnly)
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -5916,20 +7501,23 @@ func (v *RecoverMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte 
 func (v *RecoverMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 	_ = version
 	v.MirrorName = d.compactString()
-	if n158 := d.arrayLen(false, 2); n158 >= 0 {
-		a159 := make([]RecoverMirrorTopicsRequestTopic, n158)
-		for i160 := range a159 {
+	if n190 := d.arrayLen(false, 2); n190 >= 0 {
+		a191 := make([]RecoverMirrorTopicsRequestTopic, n190)
+		for i192 := range a191 {
 			if !d.Ok() {
 				break
 			}
-			a159[i160].Default()
-			a159[i160].readFrom(d, version)
+			a191[i192].Default()
+			a191[i192].readFrom(d, version)
 		}
-		if n158 > 0 {
-			v.Topics = a159
+		if n190 > 0 {
+			v.Topics = a191
 		}
 	}
 	v.TimeoutMs = d.Int32()
+	if version >= 1 {
+		v.ValidateOnly = d.Bool()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -5998,7 +7586,7 @@ func (v *RecoverMirrorTopicsRequestTopic) readFrom(d *decoder, version int16) {
 func (*RecoverMirrorTopicsRequest) Key() int16 { return KeyRecoverMirrorTopics }
 
 // MaxVersion returns the highest version of RecoverMirrorTopicsRequest.
-func (*RecoverMirrorTopicsRequest) MaxVersion() int16 { return 0 }
+func (*RecoverMirrorTopicsRequest) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of RecoverMirrorTopicsRequest.
 func (*RecoverMirrorTopicsRequest) MinVersion() int16 { return 0 }
@@ -6038,7 +7626,7 @@ func (v *RecoverMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appe
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -6047,7 +7635,7 @@ func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *RecoverMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("RecoverMirrorTopicsRequest", version)
 	}
 	*v = RecoverMirrorTopicsRequest{Version: version}
@@ -6059,7 +7647,7 @@ func (v *RecoverMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) 
 
 // RecoverMirrorTopicsResponse: The result of a RecoverMirrorTopics request.
 //
-// API key 10107, versions 0-0, flexible in every version.
+// API key 10107, versions 0-1, flexible in every version.
 type RecoverMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -6105,8 +7693,8 @@ func (v *RecoverMirrorTopicsResponse) appendTo(dst []byte, version int16) []byte
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
 	dst = kbin.AppendCompactArrayLen(dst, len(v.Topics))
-	for i161 := range v.Topics {
-		dst = v.Topics[i161].appendTo(dst, version)
+	for i193 := range v.Topics {
+		dst = v.Topics[i193].appendTo(dst, version)
 	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
@@ -6118,17 +7706,17 @@ func (v *RecoverMirrorTopicsResponse) readFrom(d *decoder, version int16) {
 	v.ThrottleTimeMs = d.Int32()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
-	if n162 := d.arrayLen(false, 5); n162 >= 0 {
-		a163 := make([]RecoverMirrorTopicsResponseTopic, n162)
-		for i164 := range a163 {
+	if n194 := d.arrayLen(false, 5); n194 >= 0 {
+		a195 := make([]RecoverMirrorTopicsResponseTopic, n194)
+		for i196 := range a195 {
 			if !d.Ok() {
 				break
 			}
-			a163[i164].Default()
-			a163[i164].readFrom(d, version)
+			a195[i196].Default()
+			a195[i196].readFrom(d, version)
 		}
-		if n162 > 0 {
-			v.Topics = a163
+		if n194 > 0 {
+			v.Topics = a195
 		}
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
@@ -6155,6 +7743,10 @@ type RecoverMirrorTopicsResponseTopic struct {
 	// ErrorMessage: The topic error message, or null.
 	// (nullable in versions 0+; default null)
 	ErrorMessage *string
+
+	// Partitions: The plan, per partition: what the operation does, or with ValidateOnly would do (also set for a start refused with MIRROR_TRUNCATION_REFUSED).
+	// (present in versions 1+)
+	Partitions []RecoverMirrorTopicsResponseTopicPartition
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -6183,6 +7775,12 @@ func (v *RecoverMirrorTopicsResponseTopic) appendTo(dst []byte, version int16) [
 	dst = kbin.AppendCompactString(dst, v.TopicName)
 	dst = kbin.AppendInt16(dst, v.ErrorCode)
 	dst = kbin.AppendCompactNullableString(dst, v.ErrorMessage)
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.Partitions))
+		for i197 := range v.Partitions {
+			dst = v.Partitions[i197].appendTo(dst, version)
+		}
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -6193,6 +7791,378 @@ func (v *RecoverMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 	v.TopicName = d.compactString()
 	v.ErrorCode = d.Int16()
 	v.ErrorMessage = d.CompactNullableString()
+	if version >= 1 {
+		if n198 := d.arrayLen(false, 1); n198 >= 0 {
+			a199 := make([]RecoverMirrorTopicsResponseTopicPartition, n198)
+			for i200 := range a199 {
+				if !d.Ok() {
+					break
+				}
+				a199[i200].Default()
+				a199[i200].readFrom(d, version)
+			}
+			if n198 > 0 {
+				v.Partitions = a199
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// RecoverMirrorTopicsResponseTopicPartition is an element of RecoverMirrorTopicsResponseTopic.Partitions.
+type RecoverMirrorTopicsResponseTopicPartition struct {
+	// PartitionIndex: The partition index.
+	// (present in versions 1+)
+	PartitionIndex int32
+
+	// StateNow: The actual state of the partition now.
+	// (present in versions 1+; default -1)
+	StateNow int8
+
+	// StateAfter: The state the operation leads the partition to.
+	// (present in versions 1+; default -1)
+	StateAfter int8
+
+	// LastMirrorEpoch: The LME found on the source cluster (start), or persisted by the stop; -1 if none.
+	// (present in versions 1+; default -1)
+	LastMirrorEpoch int32
+
+	// LmeClusterId: The cluster the LME was found on, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeClusterId *string
+
+	// LmeMirrorName: The mirror on that cluster the LME was found in, or null.
+	// (present in versions 1+; nullable in versions 1+; default null)
+	LmeMirrorName *string
+
+	// LogStartOffset: The log start offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogStartOffset int64
+
+	// LogEndOffset: The log end offset of the local log now.
+	// (present in versions 1+; default -1)
+	LogEndOffset int64
+
+	// TruncationOffset: Where the local log is cut, or -1 if it is not.
+	// (present in versions 1+; default -1)
+	TruncationOffset int64
+
+	// FullTruncation: True if the whole local log is removed (no LME known).
+	// (present in versions 1+)
+	FullTruncation bool
+
+	// DivergenceOffset: Where the first fetches cut the local log further (the source's epoch ends below the kept log), or -1.
+	// (present in versions 1+; default -1)
+	DivergenceOffset int64
+
+	// RemovedFromOffset: The first offset removed.
+	// (present in versions 1+; default -1)
+	RemovedFromOffset int64
+
+	// RemovedToOffset: The offset after the last one removed.
+	// (present in versions 1+; default -1)
+	RemovedToOffset int64
+
+	// RemovedRecords: The number of data records removed.
+	// (present in versions 1+)
+	RemovedRecords int64
+
+	// LocalFromOffset: The first removed offset written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalFromOffset int64
+
+	// LocalToOffset: The offset after the last removed one written on this cluster since its stop.
+	// (present in versions 1+; default -1)
+	LocalToOffset int64
+
+	// LocalRecords: The number of removed data records written on this cluster since its stop.
+	// (present in versions 1+)
+	LocalRecords int64
+
+	// SourceLogStartOffset: The source log start offset for a full truncation, or -1.
+	// (present in versions 1+; default -1)
+	SourceLogStartOffset int64
+
+	// OpenTransactions: The open transactions a stop aborts.
+	// (present in versions 1+)
+	OpenTransactions []RecoverMirrorTopicsResponseTopicPartitionOpenTransaction
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of RecoverMirrorTopicsResponseTopicPartition that has a non-zero default to it.
+func (v *RecoverMirrorTopicsResponseTopicPartition) Default() {
+	v.StateNow = -1
+	v.StateAfter = -1
+	v.LastMirrorEpoch = -1
+	v.LogStartOffset = -1
+	v.LogEndOffset = -1
+	v.TruncationOffset = -1
+	v.DivergenceOffset = -1
+	v.RemovedFromOffset = -1
+	v.RemovedToOffset = -1
+	v.LocalFromOffset = -1
+	v.LocalToOffset = -1
+	v.SourceLogStartOffset = -1
+}
+
+// NewRecoverMirrorTopicsResponseTopicPartition returns a RecoverMirrorTopicsResponseTopicPartition with defaults set.
+func NewRecoverMirrorTopicsResponseTopicPartition() RecoverMirrorTopicsResponseTopicPartition {
+	var v RecoverMirrorTopicsResponseTopicPartition
+	v.Default()
+	return v
+}
+
+// NewPtrRecoverMirrorTopicsResponseTopicPartition returns a pointer to a RecoverMirrorTopicsResponseTopicPartition with defaults set.
+func NewPtrRecoverMirrorTopicsResponseTopicPartition() *RecoverMirrorTopicsResponseTopicPartition {
+	v := NewRecoverMirrorTopicsResponseTopicPartition()
+	return &v
+}
+
+func (v *RecoverMirrorTopicsResponseTopicPartition) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.PartitionIndex)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateNow)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt8(dst, v.StateAfter)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt32(dst, v.LastMirrorEpoch)
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeClusterId)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeClusterId))
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			dst = kbin.AppendCompactNullableString(dst, v.LmeMirrorName)
+		} else {
+			dst = kbin.AppendCompactString(dst, derefString(v.LmeMirrorName))
+		}
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LogEndOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.TruncationOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendBool(dst, v.FullTruncation)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.DivergenceOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.RemovedRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalFromOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalToOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.LocalRecords)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.SourceLogStartOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendCompactArrayLen(dst, len(v.OpenTransactions))
+		for i201 := range v.OpenTransactions {
+			dst = v.OpenTransactions[i201].appendTo(dst, version)
+		}
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *RecoverMirrorTopicsResponseTopicPartition) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.PartitionIndex = d.Int32()
+	}
+	if version >= 1 {
+		v.StateNow = d.Int8()
+	}
+	if version >= 1 {
+		v.StateAfter = d.Int8()
+	}
+	if version >= 1 {
+		v.LastMirrorEpoch = d.Int32()
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeClusterId = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeClusterId = &s
+		}
+	}
+	if version >= 1 {
+		if version >= 1 {
+			v.LmeMirrorName = d.CompactNullableString()
+		} else {
+			s := d.compactString()
+			v.LmeMirrorName = &s
+		}
+	}
+	if version >= 1 {
+		v.LogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LogEndOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.TruncationOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.FullTruncation = d.Bool()
+	}
+	if version >= 1 {
+		v.DivergenceOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.RemovedRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalFromOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalToOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.LocalRecords = d.Int64()
+	}
+	if version >= 1 {
+		v.SourceLogStartOffset = d.Int64()
+	}
+	if version >= 1 {
+		if n202 := d.arrayLen(false, 1); n202 >= 0 {
+			a203 := make([]RecoverMirrorTopicsResponseTopicPartitionOpenTransaction, n202)
+			for i204 := range a203 {
+				if !d.Ok() {
+					break
+				}
+				a203[i204].Default()
+				a203[i204].readFrom(d, version)
+			}
+			if n202 > 0 {
+				v.OpenTransactions = a203
+			}
+		}
+	}
+	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
+		key, size := d.Uvarint(), d.Uvarint()
+		val := d.Span(int(size))
+		if !d.Ok() {
+			break
+		}
+		switch {
+		default:
+			v.UnknownTags.Set(key, append([]byte(nil), val...))
+		}
+	}
+}
+
+// RecoverMirrorTopicsResponseTopicPartitionOpenTransaction is an element of RecoverMirrorTopicsResponseTopicPartition.OpenTransactions.
+type RecoverMirrorTopicsResponseTopicPartitionOpenTransaction struct {
+	// ProducerId: The producer id.
+	// (present in versions 1+)
+	ProducerId int64
+
+	// ProducerEpoch: The producer epoch.
+	// (present in versions 1+)
+	ProducerEpoch int16
+
+	// FirstOffset: The first offset of the transaction.
+	// (present in versions 1+)
+	FirstOffset int64
+
+	// UnknownTags holds tagged fields this version does not know; they are
+	// kept on decode and written back on encode.
+	UnknownTags kmsg.Tags
+}
+
+// Default sets every field of RecoverMirrorTopicsResponseTopicPartitionOpenTransaction that has a non-zero default to it.
+func (v *RecoverMirrorTopicsResponseTopicPartitionOpenTransaction) Default() {
+}
+
+// NewRecoverMirrorTopicsResponseTopicPartitionOpenTransaction returns a RecoverMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewRecoverMirrorTopicsResponseTopicPartitionOpenTransaction() RecoverMirrorTopicsResponseTopicPartitionOpenTransaction {
+	var v RecoverMirrorTopicsResponseTopicPartitionOpenTransaction
+	v.Default()
+	return v
+}
+
+// NewPtrRecoverMirrorTopicsResponseTopicPartitionOpenTransaction returns a pointer to a RecoverMirrorTopicsResponseTopicPartitionOpenTransaction with defaults set.
+func NewPtrRecoverMirrorTopicsResponseTopicPartitionOpenTransaction() *RecoverMirrorTopicsResponseTopicPartitionOpenTransaction {
+	v := NewRecoverMirrorTopicsResponseTopicPartitionOpenTransaction()
+	return &v
+}
+
+func (v *RecoverMirrorTopicsResponseTopicPartitionOpenTransaction) appendTo(dst []byte, version int16) []byte {
+	_ = version
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.ProducerId)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt16(dst, v.ProducerEpoch)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.FirstOffset)
+	}
+	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
+	dst = v.UnknownTags.AppendEach(dst)
+	return dst
+}
+
+func (v *RecoverMirrorTopicsResponseTopicPartitionOpenTransaction) readFrom(d *decoder, version int16) {
+	_ = version
+	if version >= 1 {
+		v.ProducerId = d.Int64()
+	}
+	if version >= 1 {
+		v.ProducerEpoch = d.Int16()
+	}
+	if version >= 1 {
+		v.FirstOffset = d.Int64()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -6210,7 +8180,7 @@ func (v *RecoverMirrorTopicsResponseTopic) readFrom(d *decoder, version int16) {
 func (*RecoverMirrorTopicsResponse) Key() int16 { return KeyRecoverMirrorTopics }
 
 // MaxVersion returns the highest version of RecoverMirrorTopicsResponse.
-func (*RecoverMirrorTopicsResponse) MaxVersion() int16 { return 0 }
+func (*RecoverMirrorTopicsResponse) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of RecoverMirrorTopicsResponse.
 func (*RecoverMirrorTopicsResponse) MinVersion() int16 { return 0 }
@@ -6255,7 +8225,7 @@ func (v *RecoverMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.app
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *RecoverMirrorTopicsResponse) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -6264,7 +8234,7 @@ func (v *RecoverMirrorTopicsResponse) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *RecoverMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("RecoverMirrorTopicsResponse", version)
 	}
 	*v = RecoverMirrorTopicsResponse{Version: version}

@@ -190,13 +190,22 @@ func (l *FileLog) appendChecked(batches []byte, verifyCRC bool) error {
 
 // AppendAsLeader implements Log.
 func (l *FileLog) AppendAsLeader(batch []byte) (int64, error) {
+	return l.appendAsLeader(batch, false)
+}
+
+// AppendAsLeaderIfWritable implements WritableAppender.
+func (l *FileLog) AppendAsLeaderIfWritable(batch []byte) (int64, error) {
+	return l.appendAsLeader(batch, true)
+}
+
+func (l *FileLog) appendAsLeader(batch []byte, onlyWritable bool) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usableLocked(); err != nil {
 		return 0, err
 	}
 	base := l.st.logEnd
-	stamped, err := l.st.stampLeader(batch)
+	stamped, err := l.st.stampLeader(batch, onlyWritable)
 	if err != nil {
 		return 0, err
 	}

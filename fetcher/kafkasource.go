@@ -75,7 +75,7 @@ type KafkaSource struct {
 
 	mu      sync.Mutex // guards the fields below
 	topics  map[string]*topicMeta
-	brokers map[int32]*sync.Mutex
+	brokers map[int32]chan struct{} // one slot per broker: the fetch in flight to it
 }
 
 type topicMeta struct {
@@ -107,7 +107,7 @@ func NewKafkaSource(cfg KafkaSourceConfig) (*KafkaSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: kafka source client: %w", err)
 	}
-	return &KafkaSource{cl: cl, cfg: cfg, topics: make(map[string]*topicMeta), brokers: make(map[int32]*sync.Mutex)}, nil
+	return &KafkaSource{cl: cl, cfg: cfg, topics: make(map[string]*topicMeta), brokers: make(map[int32]chan struct{})}, nil
 }
 
 // Close closes the client.
@@ -232,12 +232,15 @@ func (s *KafkaSource) leaders(ctx context.Context, tps []TopicPartition) (groups
 	return groups, infos, noLeader
 }
 
-func (s *KafkaSource) brokerLock(id int32) *sync.Mutex {
+// brokerSlot returns the one-slot semaphore of broker id: a fetch to the broker holds
+// it while in flight, so at most one is (a channel, not a mutex, so that waiting for
+// it ends with the caller's context).
+func (s *KafkaSource) brokerSlot(id int32) chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.brokers[id]
 	if m == nil {
-		m = new(sync.Mutex)
+		m = make(chan struct{}, 1)
 		s.brokers[id] = m
 	}
 	return m

@@ -29,13 +29,25 @@ func topicIndex[T any](ti map[string]int, topics *[]T, topic string, mk func() T
 }
 
 // fetchFrom sends the Fetch of parts[idx] to leader, at most one at a time
-// per broker, and fills out[idx].
+// per broker, and fills out[idx]. A context that ends while it waits for the
+// broker's slot answers NETWORK_EXCEPTION for every partition, as a request the
+// context cut short does.
 func (s *KafkaSource) fetchFrom(ctx context.Context, leader int32, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
-	mu := s.brokerLock(leader)
-	mu.Lock()
-	defer mu.Unlock()
+	slot := s.brokerSlot(leader)
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		fillFetch(nil, ctx.Err(), nil, nil, idx, out)
+		return
+	}
 	req, where, byID := s.fetchRequest(parts, infos, idx)
 	resp, err := s.cl.Broker(int(leader)).Request(ctx, req)
+	<-slot
+	fillFetch(resp, err, where, byID, idx, out)
+}
+
+// fillFetch fills out[idx] from a Fetch answer (or the error that stood in its place).
+func fillFetch(resp kmsg.Response, err error, where map[TopicPartition]int, byID map[records.UUID]string, idx []int, out []FetchResult) {
 	fr, ok := resp.(*kmsg.FetchResponse)
 	if err != nil || !ok || fr.ErrorCode != CodeNone {
 		code := CodeNetworkException

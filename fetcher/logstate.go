@@ -19,6 +19,8 @@ type batchInfo struct {
 	epoch         int32
 	producerID    int64
 	producerEpoch int16
+	baseSeq       int32
+	maxTimestamp  int64
 	transactional bool
 	control       bool
 	controlType   records.ControlType // valid when control
@@ -39,6 +41,8 @@ func headerInfo(h []byte) batchInfo {
 		epoch:         int32(binary.BigEndian.Uint32(h[12:16])),
 		producerID:    int64(binary.BigEndian.Uint64(h[43:51])),
 		producerEpoch: int16(binary.BigEndian.Uint16(h[51:53])),
+		baseSeq:       int32(binary.BigEndian.Uint32(h[53:57])),
+		maxTimestamp:  int64(binary.BigEndian.Uint64(h[35:43])),
 		transactional: attrs.IsTransactional(),
 		control:       attrs.IsControl(),
 		size:          12 + int(int32(binary.BigEndian.Uint32(h[8:12]))),
@@ -145,6 +149,7 @@ type logState struct {
 	leaderEpoch          int32
 	epochs               *epoch.Cache
 	open                 map[int64]OpenTxn // producer ID -> open transaction
+	producers            ProducerStates    // idempotence state (producers.go)
 	readOnly             bool              // client writes refused (see readonly.go)
 }
 
@@ -159,6 +164,8 @@ func (s *logState) apply(b batchInfo) {
 	if b.epoch >= 0 {
 		s.epochs.Assign(b.epoch, b.base)
 	}
+	s.producers.apply(b.producerID, b.producerEpoch, b.baseSeq, int32(b.last-b.base), b.base, b.maxTimestamp,
+		b.transactional, b.control, b.controlType)
 	switch {
 	case b.control:
 		switch b.controlType {
@@ -187,6 +194,7 @@ func (s *logState) resetTo(offset int64) {
 	c, _ := epoch.NewCache()
 	s.epochs = c
 	clear(s.open)
+	s.producers.reset()
 }
 
 func (s *logState) lastStable() int64 {
@@ -221,8 +229,9 @@ func bumpEpoch(cur, min int32) (int32, error) {
 
 // stampLeader validates one control/data batch for AppendAsLeader at the log
 // end and returns a copy stamped with the log end and the leader epoch. A data
-// batch is refused while the log is read-only.
-func (s *logState) stampLeader(batch []byte) ([]byte, error) {
+// batch is refused while the log is read-only, and so is a control batch when
+// onlyWritable is set (AppendAsLeaderIfWritable).
+func (s *logState) stampLeader(batch []byte, onlyWritable bool) ([]byte, error) {
 	base, leaderEpoch := s.logEnd, s.leaderEpoch
 	b, err := records.ParseBatch(batch)
 	if err != nil {
@@ -231,7 +240,7 @@ func (s *logState) stampLeader(batch []byte) ([]byte, error) {
 	if len(b) != len(batch) {
 		return nil, fmt.Errorf("%w: AppendAsLeader takes exactly one batch (%d trailing bytes)", ErrInvalidBatch, len(batch)-len(b))
 	}
-	if s.readOnly && !b.Attributes().IsControl() {
+	if s.readOnly && (onlyWritable || !b.Attributes().IsControl()) {
 		return nil, ErrReadOnly
 	}
 	cp := records.Batch(append([]byte(nil), batch...))

@@ -52,6 +52,13 @@ type TxnMarker struct {
 	CoordinatorEpoch int32
 	// Timestamp is the marker's timestamp in milliseconds.
 	Timestamp int64
+	// OnlyIfWritable refuses the marker with an error Is(ErrReadOnly) while the log
+	// is read-only (a mirror partition that is not STOPPED), nothing appended: set
+	// for the markers of a transaction of a client of this site, never for the
+	// library's own (STOPPING's ABORT markers). The check is atomic with the append
+	// on a log implementing WritableAppender (MemoryLog, FileLog); on another Log it
+	// is made just before the append.
+	OnlyIfWritable bool
 }
 
 // WriteTxnMarker appends, as leader (at the log's LeaderEpoch), the COMMIT or
@@ -59,7 +66,8 @@ type TxnMarker struct {
 // leader appends a marker sent by a transaction coordinator (WriteTxnMarkers):
 // a transactional control batch of that producer and epoch with one control
 // record. A producer with no open transaction, or a marker epoch below the
-// transaction's, is refused with a *MarkerError and nothing is appended.
+// transaction's, is refused with a *MarkerError and nothing is appended; so is a
+// marker with OnlyIfWritable into a read-only log, with an error Is(ErrReadOnly).
 func WriteTxnMarker(log Log, m TxnMarker) (int64, error) {
 	open, ok := openTxnOf(log, m.ProducerID)
 	if !ok {
@@ -74,6 +82,15 @@ func WriteTxnMarker(log Log, m TxnMarker) (int64, error) {
 	}
 	batch := records.BuildControlBatch(records.ControlBatchSpec{Type: typ, ProducerID: m.ProducerID,
 		ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: m.CoordinatorEpoch, Timestamp: m.Timestamp})
+	if !m.OnlyIfWritable {
+		return log.AppendAsLeader(batch)
+	}
+	if wa, ok := log.(WritableAppender); ok {
+		return wa.AppendAsLeaderIfWritable(batch)
+	}
+	if log.ReadOnly() {
+		return -1, ErrReadOnly
+	}
 	return log.AppendAsLeader(batch)
 }
 

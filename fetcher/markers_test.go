@@ -111,3 +111,36 @@ func TestLogReadOnlyRefusesClientWrites(t *testing.T) {
 		require.Equal(t, int64(6), l.LogEndOffset())
 	})
 }
+
+// TestWriteTxnMarkerOnlyIfWritable: a client transaction's marker
+// (OnlyIfWritable) is refused by a read-only log, nothing appended, while the
+// library's own marker still passes; once writable it is written.
+func TestWriteTxnMarkerOnlyIfWritable(t *testing.T) {
+	forEach(t, func(t *testing.T, l Log, reopen func(Log) Log) {
+		require.NoError(t, l.Append(txnBatch(t, 0, 0, 7, 0, 2)))
+		_, err := l.BumpLeaderEpoch(0)
+		require.NoError(t, err)
+		l.SetReadOnly(true)
+		_, err = WriteTxnMarker(l, TxnMarker{ProducerID: 7, Commit: true, OnlyIfWritable: true})
+		require.ErrorIs(t, err, ErrReadOnly)
+		require.Equal(t, int64(2), l.LogEndOffset())
+		require.Len(t, l.OpenTransactions(), 1)
+		wa, ok := l.(WritableAppender)
+		require.True(t, ok)
+		_, err = wa.AppendAsLeaderIfWritable(dataBatch(t, 0, 0, 1))
+		require.ErrorIs(t, err, ErrReadOnly)
+
+		l.SetReadOnly(false)
+		off, err := WriteTxnMarker(l, TxnMarker{ProducerID: 7, Commit: true, OnlyIfWritable: true})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), off)
+		require.Empty(t, l.OpenTransactions())
+
+		// The library's own marker (STOPPING's aborts) passes a read-only log.
+		require.NoError(t, l.Append(txnBatch(t, 3, 0, 8, 0, 1)))
+		l.SetReadOnly(true)
+		_, err = WriteTxnMarker(l, TxnMarker{ProducerID: 8})
+		require.NoError(t, err)
+		require.Empty(t, l.OpenTransactions())
+	})
+}

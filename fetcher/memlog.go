@@ -155,6 +155,15 @@ func (m *MemoryLog) appendLocked(buf []byte, infos []batchInfo) {
 
 // AppendAsLeader implements Log.
 func (m *MemoryLog) AppendAsLeader(batch []byte) (int64, error) {
+	return m.appendAsLeader(batch, false)
+}
+
+// AppendAsLeaderIfWritable implements WritableAppender.
+func (m *MemoryLog) AppendAsLeaderIfWritable(batch []byte) (int64, error) {
+	return m.appendAsLeader(batch, true)
+}
+
+func (m *MemoryLog) appendAsLeader(batch []byte, onlyWritable bool) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -164,7 +173,7 @@ func (m *MemoryLog) AppendAsLeader(batch []byte) (int64, error) {
 		return 0, err
 	}
 	base := m.st.logEnd
-	stamped, err := m.st.stampLeader(batch)
+	stamped, err := m.st.stampLeader(batch, onlyWritable)
 	if err != nil {
 		return 0, err
 	}

@@ -21,3 +21,21 @@ func (g *guarded) ReadOnly() bool {
 	defer g.mu.RUnlock()
 	return g.st.readOnly
 }
+
+// WritableAppender is implemented by MemoryLog and FileLog: the append of a control batch
+// that is not the library's own, such as the COMMIT or ABORT marker a data plane's
+// transaction coordinator writes for a transaction of one of its clients
+// (TxnMarker.OnlyIfWritable). Such a marker must never reach a mirror partition: its
+// open transactions are the source's.
+type WritableAppender interface {
+	// AppendAsLeaderIfWritable is AppendAsLeader, except that while the log is
+	// read-only every batch, control batches included, is refused with an error
+	// Is(ErrReadOnly) and nothing is appended; the check and the append are atomic
+	// with respect to SetReadOnly.
+	AppendAsLeaderIfWritable(batch []byte) (baseOffset int64, err error)
+}
+
+var (
+	_ WritableAppender = (*MemoryLog)(nil)
+	_ WritableAppender = (*FileLog)(nil)
+)

@@ -28,6 +28,10 @@ type (
 	ACL = dest.ACL
 	// ACLStore is dest.ACLStore: a Destination that keeps synced ACLs.
 	ACLStore = dest.ACLStore
+	// ProducerIDAllocator is dest.ProducerIDAllocator: durable producer-id blocks.
+	ProducerIDAllocator = dest.ProducerIDAllocator
+	// ProducerIDBlock is dest.ProducerIDBlock: a reserved range of producer ids.
+	ProducerIDBlock = dest.ProducerIDBlock
 )
 
 // ProduceToLog is dest.ProduceToLog: the client write path of one destination
@@ -44,6 +48,23 @@ type (
 	// UnwritableRootError is localdest.UnwritableRootError: a root kmirror cannot write.
 	UnwritableRootError = localdest.UnwritableRootError
 )
+
+// ProducerIDBlockSize is dest.ProducerIDBlockSize: the ids in one producer-id block.
+const ProducerIDBlockSize = dest.ProducerIDBlockSize
+
+// LocalProducerIDRangeSize is dest.LocalProducerIDRangeSize: the ids of one site's
+// local range.
+const LocalProducerIDRangeSize = dest.LocalProducerIDRangeSize
+
+// LocalProducerIDRange is dest.LocalProducerIDRange: the range a destination with
+// clusterID allocates its clients' producer ids from.
+func LocalProducerIDRange(clusterID string) (first, limit int64) {
+	return dest.LocalProducerIDRange(clusterID)
+}
+
+// ErrProducerIDsExhausted is dest.ErrProducerIDsExhausted: a ProducerIDAllocator's
+// range has no room for another block.
+var ErrProducerIDsExhausted = dest.ErrProducerIDsExhausted
 
 // ErrDestinationLocked is localdest.ErrLocked: the root is open in another
 // LocalDestination, in this process or another.

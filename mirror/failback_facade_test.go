@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
@@ -73,7 +74,9 @@ func (ex *specExample) failBack() int64 {
 	t, ctx := ex.t, testCtx(ex.t)
 	// While a-to-b is not STOPPED, failback is a mirror loop: exercised in TestMirrorLoop.
 	require.NoError(t, ex.a.m.CreateClusterMirror(ctx, "b-to-a", bootstrap(ex.b)))
-	mustOK(t)(ex.a.m.StartMirrorTopics(ctx, "b-to-a", []string{"t"}, StartOptions{}))
+	// The spec's examples cut A's writes that B never mirrored: a removal of this
+	// site's records, refused unless allowed (TestFailbackRefusesLocalWrites).
+	mustOK(t)(ex.a.m.StartMirrorTopics(ctx, "b-to-a", []string{"t"}, StartOptions{AllowTruncation: true}))
 	require.NoError(t, ex.a.m.WaitForStates(ctx, "b-to-a", []string{"t"}, statemachine.Mirroring))
 	off, ok := ex.a.prepared("t", 0)
 	require.True(t, ok)
@@ -148,7 +151,8 @@ func TestSpecExampleC(t *testing.T) {
 }
 
 // TestMirrorLoop: starting the reverse mirror while the forward one still mirrors the
-// partition fails the partition with "mirror loop".
+// partition is refused with "mirror loop" before anything changes: A's topic stays
+// writable and outside the reverse mirror.
 func TestMirrorLoop(t *testing.T) {
 	ctx := testCtx(t)
 	ex := newSpecExample(t, []int32{0})
@@ -156,14 +160,17 @@ func TestMirrorLoop(t *testing.T) {
 	mustOK(t)(ex.b.m.StartMirrorTopics(ctx, "a-to-b", []string{"t"}, StartOptions{}))
 	require.NoError(t, ex.b.m.WaitForStates(ctx, "a-to-b", []string{"t"}, statemachine.Mirroring))
 	require.NoError(t, ex.a.m.CreateClusterMirror(ctx, "b-to-a", bootstrap(ex.b)))
-	mustOK(t)(ex.a.m.StartMirrorTopics(ctx, "b-to-a", []string{"t"}, StartOptions{}))
-	err := ex.a.m.WaitForStates(ctx, "b-to-a", []string{"t"}, statemachine.Mirroring)
-	require.ErrorContains(t, err, "mirror loop")
-	d := describePartition(t, ex.a, "b-to-a", "t", 0)
-	require.Equal(t, statemachine.Failed, d.State)
-	require.Contains(t, d.ErrorMessage, `mirror "a-to-b" on the source cluster`)
-	require.Equal(t, records.NonRetryable, d.RetryAttempt, "a mirror loop is not retried")
-	require.Equal(t, statemachine.Preparing, d.PreviousState)
+	res, err := ex.a.m.StartMirrorTopics(ctx, "b-to-a", []string{"t"}, StartOptions{})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.ErrorContains(t, res[0].Err, "mirror loop")
+	require.ErrorContains(t, res[0].Err, `mirror "a-to-b" on the source cluster`)
+	var ae *admin.Error
+	require.ErrorAs(t, res[0].Err, &ae)
+	require.Equal(t, admin.CodeInvalidClusterMirrorStates, ae.Code)
+	require.False(t, ex.a.dest.ReadOnly("t", 0), "the refused start left A's topic writable")
+	_, known := ex.a.m.Controller().Topic("t")
+	require.False(t, known, "the refused start recorded no desired state")
 }
 
 func mustBatch(t testing.TB, tag string) []byte {

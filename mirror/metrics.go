@@ -21,6 +21,9 @@ const (
 	// TruncationOutOfRange: the fetch offset was below the source log start; the
 	// offsets in between were never mirrored (a gap).
 	TruncationOutOfRange = reconcile.TruncationOutOfRange
+	// TruncationStart: PREPARING removed records its start allowed to remove
+	// (StartOptions.AllowTruncation); the count is of the records written on this site.
+	TruncationStart = reconcile.TruncationStart
 )
 
 // EpochBumpCause says why the destination leader epoch of a partition was raised.

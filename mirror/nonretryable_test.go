@@ -64,7 +64,16 @@ func TestTieredStorageDestinationIsNonRetryable(t *testing.T) {
 
 	// With tiered storage turned off, RecoverMirrorTopics brings it back.
 	require.NoError(t, b.dest.AlterTopicConfigs(ctx, "t", map[string]string{KeyRemoteStorageEnable: "false"}))
-	res, err := b.m.RecoverMirrorTopics(ctx, "m", []string{"t"})
+	// Its plan first: the FAILED partition restarts; nothing changes.
+	res, err := b.m.RecoverMirrorTopics(ctx, "m", []string{"t"}, RecoverOptions{ValidateOnly: true})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Len(t, res[0].Plan, 1)
+	require.Equal(t, statemachine.Failed, res[0].Plan[0].StateNow)
+	require.Equal(t, statemachine.Mirroring, res[0].Plan[0].StateAfter)
+	require.Equal(t, int64(-1), res[0].Plan[0].TruncationOffset, "an empty log: nothing to cut")
+	require.Equal(t, statemachine.Failed, describePartition(t, b, "m", "t", 0).State, "the dry run recovered nothing")
+	res, err = b.m.RecoverMirrorTopics(ctx, "m", []string{"t"}, RecoverOptions{})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	require.NoError(t, b.m.WaitForLag(ctx, "m", []string{"t"}, 0))

@@ -14,7 +14,10 @@ import (
 // UNKNOWN_TOPIC_OR_PARTITION; a topic whose desired state is not MIRRORING (paused or
 // stopped) is INVALID_CLUSTER_MIRROR_STATES. The restart is asked of the partitions
 // this instance leads; it does not wait for them to mirror again.
-func (m *Mirror) RecoverMirrorTopics(ctx context.Context, name string, topics []string) ([]TopicResult, error) {
+//
+// With o.ValidateOnly it changes nothing and returns each topic's plan: the FAILED
+// partitions that would restart, and what their PREPARING would truncate.
+func (m *Mirror) RecoverMirrorTopics(ctx context.Context, name string, topics []string, o RecoverOptions) ([]TopicResult, error) {
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
@@ -26,6 +29,11 @@ func (m *Mirror) RecoverMirrorTopics(ctx context.Context, name string, topics []
 	}
 	results := make([]TopicResult, 0, len(topics))
 	for _, topic := range dedupe(topics) {
+		if o.ValidateOnly {
+			plan, err := m.planRecover(ctx, name, topic)
+			results = append(results, TopicResult{Topic: topic, Err: err, Plan: plan})
+			continue
+		}
 		results = append(results, TopicResult{Topic: topic, Err: m.eng.RecoverTopic(name, topic)})
 	}
 	return results, nil

@@ -211,7 +211,7 @@ func TestRetriesExhaustedThenRecover(t *testing.T) {
 	require.ErrorContains(t, err, "is FAILED", "no retry left: the wait fails at once")
 	require.NoError(t, ctx.Err())
 
-	res, err := o.m.RecoverMirrorTopics(ctx, "k", []string{"events", "nope"})
+	res, err := o.m.RecoverMirrorTopics(ctx, "k", []string{"events", "nope"}, RecoverOptions{})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	requireCode(t, admin.CodeUnknownTopicOrPartition, res[1].Err)
@@ -267,7 +267,7 @@ func TestRetryAttemptSurvivesRestart(t *testing.T) {
 	a.mu.Lock()
 	delete(a.corrupt, TopicPartition{Topic: "t", Partition: 0})
 	a.mu.Unlock()
-	res, err := m.RecoverMirrorTopics(ctx, "m", []string{"t"})
+	res, err := m.RecoverMirrorTopics(ctx, "m", []string{"t"}, RecoverOptions{})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	require.NoError(t, m.WaitForLag(ctx, "m", []string{"t"}, 0))

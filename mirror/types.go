@@ -193,6 +193,7 @@ type options struct {
 	conns    ConnectionFunc // connection.go
 	clock    func() time.Time
 	events   func(StateChange)
+	removals func(Removal) // plan.go
 	retry    RetryConfig
 	retrySet bool
 	ops      opsOptions // metrics and source-health options (metrics.go)
@@ -262,6 +263,18 @@ type StartOptions struct {
 	IncludePatterns []string
 	// ExcludePatterns are regexes added to mirror.topics.exclude (exclude wins).
 	ExcludePatterns []string
+	// ValidateOnly (Kafka's validateOnly) runs every check of the start and computes
+	// its plan (TopicResult.Plan: per partition the LME found, the truncation and the
+	// records it removes) and changes nothing: no topic created, no state written, no
+	// topic made read-only, no fetch.
+	ValidateOnly bool
+	// AllowTruncation lets the start remove records written on this site: a full
+	// truncation of a log with records (no LME known) or an LME truncation below this
+	// site's own writes. Without it such a topic is refused with a
+	// *TruncationRefusedError carrying the plan, and nothing changes. An allowed
+	// removal is logged, counted by Metrics.Truncation (cause "start") and reported to
+	// WithRemovals.
+	AllowTruncation bool
 }
 
 // StopOptions are the options of StopMirrorTopics (spec §11.6).
@@ -272,6 +285,10 @@ type StopOptions struct {
 	// Wait makes StopMirrorTopics return only when every partition of the stopped
 	// topics is actually STOPPED (writable), or ctx is done.
 	Wait bool
+	// ValidateOnly runs the checks and computes the plan (TopicResult.Plan: per
+	// partition the LME the stop persists and the open transactions it aborts) and
+	// changes nothing.
+	ValidateOnly bool
 }
 
 // LifecycleOptions are the options of PauseMirrorTopics and ResumeMirrorTopics.
@@ -279,6 +296,16 @@ type LifecycleOptions struct {
 	// Wait makes the call return only when every partition of the topics has reached
 	// the target state (PAUSED, or MIRRORING), or ctx is done.
 	Wait bool
+	// ValidateOnly runs the checks and computes the plan (TopicResult.Plan: per
+	// partition the state now and after) and changes nothing.
+	ValidateOnly bool
+}
+
+// RecoverOptions are the options of RecoverMirrorTopics.
+type RecoverOptions struct {
+	// ValidateOnly computes the plan (TopicResult.Plan: the FAILED partitions that
+	// restart, and what their PREPARING truncates) and changes nothing.
+	ValidateOnly bool
 }
 
 // ListFilter selects mirrors in ListClusterMirrors (spec §11.3). Empty lists do not

@@ -73,11 +73,14 @@ func (m *Mirror) StartMirrorTopics(ctx context.Context, name string, topics []st
 	if err != nil {
 		return nil, err
 	}
-	results, metas, err := m.prepareStartTopics(ctx, name, names, src, o)
+	results, metas, plans, err := m.prepareStartTopics(ctx, mr, name, names, src, o)
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.commitStartTopics(ctx, mr, name, metas, o)
+	if o.ValidateOnly {
+		return sortResults(results, names), nil
+	}
+	res, err := m.commitStartTopics(ctx, mr, name, metas, plans, o)
 	if err != nil {
 		return nil, err
 	}
@@ -107,15 +110,19 @@ func startNames(topics []string, src []metasync.SourceTopic, o StartOptions) ([]
 }
 
 // prepareStartTopics checks each topic of a start (on the source, the controller's
-// checks, the actual states) and creates or grows its destination topic. It returns the
-// refused topics' results and the topics to start.
-func (m *Mirror) prepareStartTopics(ctx context.Context, name string, names []string, src []metasync.SourceTopic, o StartOptions) ([]TopicResult, []TopicMeta, error) {
+// checks, the actual states, the plan: a mirror loop, a removal of this site's records
+// not allowed) and, unless o.ValidateOnly, creates or grows its destination topic. It
+// returns the refused topics' results (with o.ValidateOnly every topic's, with its
+// plan), the topics to start and their plans. A refused topic is left as it was.
+func (m *Mirror) prepareStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, names []string, src []metasync.SourceTopic,
+	o StartOptions) ([]TopicResult, []TopicMeta, map[string][]PartitionPlan, error) {
 	byName := make(map[string]metasync.SourceTopic, len(src))
 	for _, t := range src {
 		byName[t.Name] = t
 	}
 	results := make([]TopicResult, 0, len(names))
 	var metas []TopicMeta
+	plans := map[string][]PartitionPlan{}
 	for _, topic := range names {
 		st, ok := byName[topic]
 		if !ok {
@@ -127,10 +134,27 @@ func (m *Mirror) prepareStartTopics(ctx context.Context, name string, names []st
 		// The controller's checks first: a refused topic leaves no destination topic.
 		checks, err := m.ctrl.CheckStart(name, []TopicMeta{meta}, o.IncludePatterns, o.ExcludePatterns)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := checks[0]; err != nil {
 			results = append(results, TopicResult{Topic: topic, Err: err})
+			continue
+		}
+		if err := m.checkActual(ctx, name, st.Name, statemachine.OpStart); err != nil {
+			results = append(results, TopicResult{Topic: topic, Err: err})
+			continue
+		}
+		// The plan before any change: a mirror loop or a removal of this site's
+		// records refuses the topic here, while it is still writable.
+		plan, err := m.planStart(ctx, mr, name, topic, o)
+		if _, exists := m.dest.Topic(topic); !exists && err == nil {
+			plan = newTopicPlan(st.Partitions)
+			if o.ValidateOnly {
+				err = CheckReplicationFactor(m.dest, topic) // what the creation checks first
+			}
+		}
+		if err != nil || o.ValidateOnly {
+			results = append(results, TopicResult{Topic: topic, Err: err, Plan: plan, Truncations: fullTruncations(plan)})
 			continue
 		}
 		if err := m.createStartTopic(ctx, name, st); err != nil {
@@ -138,8 +162,9 @@ func (m *Mirror) prepareStartTopics(ctx context.Context, name string, names []st
 			continue
 		}
 		metas = append(metas, meta)
+		plans[topic] = plan
 	}
-	return results, metas, nil
+	return results, metas, plans, nil
 }
 
 // createStartTopic checks the actual states of topic st for a start, then creates its
@@ -165,33 +190,87 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st metasync.
 	return nil
 }
 
-// commitStartTopics reports the full truncations PREPARING will do, records the start
-// in the controller and makes the started partitions read-only.
-func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta, o StartOptions) ([]TopicResult, error) {
-	// Said before it happens: what PREPARING will truncate fully (spec §6.3 step 5).
-	truncs := map[string][]FullTruncation{}
+// commitStartTopics makes the started topics read-only, checks that nothing was
+// written since their plans (else plans them again and refuses a removal now
+// disallowed), approves the planned removals, and records the start in the
+// controller. A topic refused here is made writable again as it was.
+func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta,
+	plans map[string][]PartitionPlan, o StartOptions) ([]TopicResult, error) {
+	var refused []TopicResult
+	var ok []TopicMeta
+	was := map[string][]bool{} // the read-only flags before, to give back on a refusal
 	for _, t := range metas {
-		truncs[t.Name] = mr.ReportFullTruncations(ctx, t.Name)
+		flags, err := m.setTopicReadOnly(t.Name, true)
+		was[t.Name] = flags
+		if err == nil && planMoved(m.dest, t.Name, plans[t.Name]) {
+			// Written between the plan and the read-only flag: plan again, now stable.
+			plans[t.Name], err = m.planStart(ctx, mr, name, t.Name, o)
+		}
+		if err != nil {
+			m.restoreReadOnly(t.Name, flags)
+			refused = append(refused, TopicResult{Topic: t.Name, Err: err, Plan: plans[t.Name], Truncations: fullTruncations(plans[t.Name])})
+			continue
+		}
+		mr.Approve(t.Name, plans[t.Name], o.AllowTruncation)
+		mr.LogPlan(t.Name, plans[t.Name])
+		ok = append(ok, t)
 	}
-	res, err := m.ctrl.StartTopics(ctx, name, metas, o.IncludePatterns, o.ExcludePatterns)
+	res, err := m.ctrl.StartTopics(ctx, name, ok, o.IncludePatterns, o.ExcludePatterns)
 	if err != nil {
+		for _, t := range ok {
+			m.restoreReadOnly(t.Name, was[t.Name])
+		}
 		return nil, err
 	}
 	for i, r := range res {
+		res[i].Plan, res[i].Truncations = plans[r.Topic], fullTruncations(plans[r.Topic])
 		if r.Err != nil {
-			continue
-		}
-		res[i].Truncations = truncs[r.Topic]
-		// Mirror partitions are read-only from now on (PREPARING asserts it again).
-		spec, _ := m.dest.Topic(r.Topic)
-		for p := int32(0); p < spec.Partitions; p++ {
-			if err := m.dest.SetReadOnly(r.Topic, p, true); err != nil {
-				res[i].Err = asAdminError(err)
-				break
-			}
+			m.restoreReadOnly(r.Topic, was[r.Topic])
 		}
 	}
-	return res, nil
+	return append(refused, res...), nil
+}
+
+// setTopicReadOnly sets the read-only flag of every partition of topic and returns
+// what each was before.
+func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
+	spec, _ := m.dest.Topic(topic)
+	was := make([]bool, 0, spec.Partitions)
+	for p := int32(0); p < spec.Partitions; p++ {
+		ro := false
+		if l, err := m.dest.Log(topic, p); err == nil {
+			ro = l.ReadOnly()
+		} // else PREPARING fails the partition alone, with the cause
+		was = append(was, ro)
+		if err := m.dest.SetReadOnly(topic, p, ro); err != nil {
+			return was, asAdminError(err)
+		}
+	}
+	return was, nil
+}
+
+// restoreReadOnly gives the partitions of a refused topic back the flags in was
+// (writable for the partitions was does not cover: partitions the start created, or
+// whose log could not be opened).
+func (m *Mirror) restoreReadOnly(topic string, was []bool) {
+	spec, _ := m.dest.Topic(topic)
+	for p := int32(0); p < spec.Partitions; p++ {
+		ro := int(p) < len(was) && was[p]
+		if err := m.dest.SetReadOnly(topic, p, ro); err != nil {
+			m.log.Warn("mirror: cannot restore the read-only flag of a refused start", "topic", topic, "partition", p, "err", err)
+		}
+	}
+}
+
+// planMoved reports whether a log of topic grew or shrank since plan was computed.
+func planMoved(d Destination, topic string, plan []PartitionPlan) bool {
+	for _, p := range plan {
+		l, err := d.Log(topic, p.Partition)
+		if err != nil || l.LogEndOffset() != p.LogEnd || l.LogStartOffset() != p.LogStart {
+			return true
+		}
+	}
+	return false
 }
 
 // StopMirrorTopics stops mirroring topics of mirror name: failover or migration (spec
@@ -219,7 +298,7 @@ func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []str
 			}
 		}
 	}
-	return m.lifecycleWait(ctx, name, names, statemachine.OpStop, o.Wait, statemachine.Stopped,
+	return m.lifecycleWait(ctx, name, names, statemachine.OpStop, o.Wait, o.ValidateOnly, statemachine.Stopped,
 		func(ctx context.Context, name string, ok []string, off int64) ([]TopicResult, error) {
 			return m.ctrl.StopTopics(ctx, name, ok, o.Patterns, off)
 		})
@@ -229,31 +308,34 @@ func (m *Mirror) StopMirrorTopics(ctx context.Context, name string, topics []str
 // actually MIRRORING, and the topic desired MIRRORING. The reconcilers remove the
 // fetchers (PAUSING) and reach PAUSED; the partitions stay read-only.
 func (m *Mirror) PauseMirrorTopics(ctx context.Context, name string, topics []string, o LifecycleOptions) ([]TopicResult, error) {
-	return m.lifecycleWait(ctx, name, dedupe(topics), statemachine.OpPause, o.Wait, statemachine.Paused, m.ctrl.PauseTopics)
+	return m.lifecycleWait(ctx, name, dedupe(topics), statemachine.OpPause, o.Wait, o.ValidateOnly, statemachine.Paused, m.ctrl.PauseTopics)
 }
 
 // ResumeMirrorTopics resumes paused topics of mirror name (spec §14.5): every partition
 // must be actually PAUSED. Fetching resumes at the local log end, without truncation.
 func (m *Mirror) ResumeMirrorTopics(ctx context.Context, name string, topics []string, o LifecycleOptions) ([]TopicResult, error) {
-	return m.lifecycleWait(ctx, name, dedupe(topics), statemachine.OpResume, o.Wait, statemachine.Mirroring, m.ctrl.ResumeTopics)
+	return m.lifecycleWait(ctx, name, dedupe(topics), statemachine.OpResume, o.Wait, o.ValidateOnly, statemachine.Mirroring, m.ctrl.ResumeTopics)
 }
 
-// lifecycleWait runs lifecycle(ctx, name, topics, op, apply); with wait it then waits
-// until the topics that succeeded reach want. apply is called with the mirror's name.
-func (m *Mirror) lifecycleWait(ctx context.Context, name string, topics []string, op statemachine.Op, wait bool,
+// lifecycleWait runs lifecycle(ctx, name, topics, op, validateOnly, apply); with wait
+// it then waits until the topics that succeeded reach want. apply is called with the
+// mirror's name.
+func (m *Mirror) lifecycleWait(ctx context.Context, name string, topics []string, op statemachine.Op, wait, validateOnly bool,
 	want statemachine.State, apply func(ctx context.Context, name string, ok []string, stateOffset int64) ([]TopicResult, error)) ([]TopicResult, error) {
-	res, err := m.lifecycle(ctx, name, topics, op, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
+	res, err := m.lifecycle(ctx, name, topics, op, validateOnly, func(ctx context.Context, ok []string, off int64) ([]TopicResult, error) {
 		return apply(ctx, name, ok, off)
 	})
-	if err != nil || !wait {
+	if err != nil || !wait || validateOnly {
 		return res, err
 	}
 	return res, m.waitResults(ctx, name, res, want)
 }
 
 // lifecycle validates the actual states of topics for op through the coordinator, notes
-// the controller offset it validated against, and hands the valid topics to apply.
-func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op statemachine.Op,
+// the controller offset it validated against, computes each valid topic's plan and,
+// unless validateOnly, hands the valid topics to apply. Every result of a planned topic
+// carries its plan.
+func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op statemachine.Op, validateOnly bool,
 	apply func(ctx context.Context, ok []string, stateOffset int64) ([]TopicResult, error)) ([]TopicResult, error) {
 	if err := m.checkRequest(ctx, name); err != nil {
 		return nil, err
@@ -274,6 +356,20 @@ func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op
 		}
 		valid = append(valid, topic)
 	}
+	plans := make(map[string][]PartitionPlan, len(valid))
+	for _, topic := range valid {
+		plan, err := m.planLifecycle(ctx, name, topic, op)
+		if err != nil {
+			return nil, err
+		}
+		plans[topic] = plan
+	}
+	if validateOnly {
+		for _, topic := range valid {
+			results = append(results, TopicResult{Topic: topic, Plan: plans[topic]})
+		}
+		return sortResults(results, topics), nil
+	}
 	if len(valid) > 0 || op == statemachine.OpStop {
 		res, err := apply(ctx, valid, off)
 		if err != nil {
@@ -286,6 +382,7 @@ func (m *Mirror) lifecycle(ctx context.Context, name string, topics []string, op
 		for _, r := range res {
 			if !answered[r.Topic] {
 				answered[r.Topic] = true
+				r.Plan = plans[r.Topic]
 				results = append(results, r)
 			}
 		}

@@ -167,7 +167,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if err := b.m.CreateClusterMirror(ctx, aToB, map[string]string{mirror.KeyBootstrapServers: a.bootstrap}); err != nil {
 		return err
 	}
-	if err := startTopic(ctx, b, aToB); err != nil {
+	if err := startTopic(ctx, b, aToB, mirror.StartOptions{}); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "site B: mirror %q started (source A)\n", aToB)
@@ -261,7 +261,19 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	if err := a.m.CreateClusterMirror(ctx, bToA, map[string]string{mirror.KeyBootstrapServers: b.bootstrap}); err != nil {
 		return err
 	}
-	if err := startTopic(ctx, a, bToA); err != nil {
+	// The failback cuts A's writes B never received: plan it first (nothing changes),
+	// then allow exactly that removal.
+	plan, err := a.m.StartMirrorTopics(ctx, bToA, []string{topic}, mirror.StartOptions{ValidateOnly: true})
+	if err != nil {
+		return err
+	}
+	for _, r := range plan {
+		for _, p := range r.Plan {
+			fmt.Fprintf(out, "failback plan: A partition %d: LME %d (mirror %q), truncate at %d then at divergence %d, removes %d records at [%d, %d) written on A\n",
+				p.Partition, p.LastMirrorEpoch, p.LMEMirror, p.TruncationOffset, p.DivergenceOffset, p.LocalWrites.Records, p.LocalWrites.From, p.LocalWrites.To)
+		}
+	}
+	if err := startTopic(ctx, a, bToA, mirror.StartOptions{AllowTruncation: true}); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "failback: site A mirror %q started (source B)\n", bToA)
@@ -305,8 +317,8 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	return nil
 }
 
-func startTopic(ctx context.Context, s *site, name string) error {
-	res, err := s.m.StartMirrorTopics(ctx, name, []string{topic}, mirror.StartOptions{})
+func startTopic(ctx context.Context, s *site, name string, o mirror.StartOptions) error {
+	res, err := s.m.StartMirrorTopics(ctx, name, []string{topic}, o)
 	if err != nil {
 		return err
 	}

@@ -316,7 +316,7 @@ func (d *daemon) listen(o *options) error {
 		Authorizer: dp.Authorizer(),
 		TLS:        tlsCfg,
 		Extra:      extra,
-		OnError:    func(err error) { d.log.Debug("kmirrord: connection error", "err", err) },
+		OnError:    d.serverError,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -327,6 +327,17 @@ func (d *daemon) listen(o *options) error {
 	d.log.Info("kmirrord listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)),
 		"data", o.data, "cluster_id", d.dest.ClusterID(), "enforce_acls", o.enforceACLs, "tls", tlsCfg != nil)
 	return nil
+}
+
+// serverError logs what the server reports: a failing Accept (no new connection is
+// taken until it passes, e.g. out of descriptors) as a warning, connection-level
+// problems, which any client can cause, at debug level.
+func (d *daemon) serverError(err error) {
+	if errors.Is(err, admin.ErrAccept) {
+		d.log.Warn("kmirrord: accepting connections fails", "err", err)
+		return
+	}
+	d.log.Debug("kmirrord: connection error", "err", err)
 }
 
 // advertised returns the host and port Metadata names.

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -253,4 +257,18 @@ func TestEnforceACLsFlag(t *testing.T) {
 		require.Equal(t, tc.brokerDC, dresp.(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode, "%v", tc.args)
 		d.stop(t)
 	}
+}
+
+// TestServerErrorLevels: a failing Accept (the site takes no new connection) is a
+// warning an operator sees at the default level; what a client causes on its own
+// connection stays at debug level, so a hostile client cannot flood the log.
+func TestServerErrorLevels(t *testing.T) {
+	var buf bytes.Buffer
+	d := &daemon{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	d.serverError(fmt.Errorf("%w on 127.0.0.1:9092: too many open files", admin.ErrAccept))
+	d.serverError(errors.New("admin: truncated request header from 127.0.0.1:5555"))
+	out := buf.String()
+	require.Contains(t, out, "level=WARN")
+	require.Contains(t, out, "too many open files")
+	require.NotContains(t, out, "truncated request header")
 }

@@ -34,6 +34,16 @@
 // LME and ERROR (a partition error, a FAILED reason, or the cause of an
 // unreachable source) columns.
 //
+// --dry-run (start, stop, pause, resume, recover) prints the plan, per
+// partition: state now and after, the LME and where it was found, the
+// truncation offset, the offsets and records it removes, the records written
+// on this cluster since its stop that would go, the open transactions a stop
+// aborts; the server changes nothing. A start that would remove records written
+// on this cluster is refused (MIRROR_TRUNCATION_REFUSED, exit 1, the plan
+// shown) unless --allow-truncation is given. Both need version 1 of the RPC;
+// mirrorctl checks the server's ApiVersions first and sends nothing to an older
+// server.
+//
 // --bootstrap-server is the address of a kmirror admin server (admin.Server)
 // of the destination. Tables are aligned like kafka-consumer-groups;
 // --output json prints JSON instead. Exit codes: 0 success, 1 the request

@@ -49,6 +49,7 @@ type options struct {
 	failed          bool
 	wait            bool
 	timeout         time.Duration
+	plan            planOpts // --dry-run, --allow-truncation (plan.go)
 	addACL          bool
 	removeACL       bool
 	acl             aclOptions          // flags of --add-acl and --remove-acl (acl.go)
@@ -93,6 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.sourceClusterID, "sourceClusterId", "", "alias of --source-cluster-id")
 	fs.StringVar(&o.output, "output", "table", "output `format`: table or json")
 	jsonFlag := fs.Bool("json", false, "alias of --output json")
+	registerPlanFlags(fs, &o.plan)
 	fs.BoolVar(&o.failed, "failed", false, "with --describe: show only FAILED partitions with their retry count and error")
 	fs.BoolVar(&o.wait, "wait", false, "with --stop, --pause or --resume: return once every partition of the topics\n"+
 		"is actually STOPPED, PAUSED or MIRRORING (bounded by --timeout)")
@@ -274,7 +276,7 @@ func (o *options) validate() error {
 			return usagef("invalid topic pattern %q: %v", p, err)
 		}
 	}
-	return nil
+	return o.plan.validate(o)
 }
 
 // commandConfigOpts reads the admin client properties file (security.go).
@@ -425,13 +427,19 @@ func (c *cli) doStart(ctx context.Context) error {
 			req.Topics = append(req.Topics, t)
 		}
 	}
+	req.ValidateOnly, req.AllowTruncation = c.o.plan.dryRun, c.o.plan.allowTruncation
+	if err := c.needPlanVersion(ctx, admin.KeyStartMirrorTopics); err != nil {
+		return err
+	}
 	resp, err := c.cl.StartMirrorTopics(ctx, req)
 	if err != nil {
 		return err
 	}
 	var results []topicResult
 	for _, t := range resp.Topics {
-		results = append(results, newTopicResult(t.Name, t.ErrorCode, t.ErrorMessage))
+		r := newTopicResult(t.Name, t.ErrorCode, t.ErrorMessage)
+		r.Plan = planRows(t.Partitions)
+		results = append(results, r)
 	}
 	return c.report("start", "Started mirroring", results, include)
 }
@@ -449,13 +457,19 @@ func (c *cli) doStop(ctx context.Context) error {
 	for _, n := range names {
 		req.Topics = append(req.Topics, admin.StopMirrorTopicsRequestTopic{TopicName: n})
 	}
+	req.ValidateOnly = c.o.plan.dryRun
+	if err := c.needPlanVersion(ctx, admin.KeyStopMirrorTopics); err != nil {
+		return err
+	}
 	resp, err := c.cl.StopMirrorTopics(ctx, req)
 	if err != nil {
 		return err
 	}
 	var results []topicResult
 	for _, t := range resp.Topics {
-		results = append(results, newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage))
+		r := newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage)
+		r.Plan = planRows(t.Partitions)
+		results = append(results, r)
 	}
 	return c.lifecycle(ctx, "stop", "Stopped mirroring", results, items)
 }
@@ -477,12 +491,20 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 		for _, n := range names {
 			req.Topics = append(req.Topics, admin.PauseMirrorTopicsRequestTopic{TopicName: n})
 		}
+		req.ValidateOnly = c.o.plan.dryRun
+		if err := c.needPlanVersion(ctx, admin.KeyPauseMirrorTopics); err != nil {
+			return err
+		}
 		resp, err := c.cl.PauseMirrorTopics(ctx, req)
 		if err != nil {
 			return err
 		}
 		for _, t := range resp.Topics {
-			results = append(results, newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage))
+			r := newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage)
+			if c.o.plan.dryRun { // a pause changes no data: its plan is only asked for
+				r.Plan = planRows(t.Partitions)
+			}
+			results = append(results, r)
 		}
 		return c.lifecycle(ctx, "pause", "Paused mirroring", results, items)
 	}
@@ -492,12 +514,20 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 	for _, n := range names {
 		req.Topics = append(req.Topics, admin.ResumeMirrorTopicsRequestTopic{TopicName: n})
 	}
+	req.ValidateOnly = c.o.plan.dryRun
+	if err := c.needPlanVersion(ctx, admin.KeyResumeMirrorTopics); err != nil {
+		return err
+	}
 	resp, err := c.cl.ResumeMirrorTopics(ctx, req)
 	if err != nil {
 		return err
 	}
 	for _, t := range resp.Topics {
-		results = append(results, newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage))
+		r := newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage)
+		if c.o.plan.dryRun { // a resume changes no data: its plan is only asked for
+			r.Plan = planRows(t.Partitions)
+		}
+		results = append(results, r)
 	}
 	return c.lifecycle(ctx, "resume", "Resumed mirroring", results, items)
 }
@@ -568,7 +598,10 @@ func (c *cli) report(op, verb string, results []topicResult, items []string) err
 		if results == nil {
 			results = []topicResult{}
 		}
-		return writeJSON(c.out, opResult{Mirror: c.o.mirror, Operation: op, Patterns: items, Topics: results})
+		return writeJSON(c.out, opResult{Mirror: c.o.mirror, Operation: op, Patterns: items, Topics: results, DryRun: c.o.plan.dryRun})
+	}
+	if c.printPlan(op, results) {
+		return nil
 	}
 	for _, r := range results {
 		switch {

@@ -96,6 +96,8 @@ type opResult struct {
 	Operation string        `json:"operation"`
 	Patterns  []string      `json:"patterns,omitempty"`
 	Topics    []topicResult `json:"topics"`
+	// DryRun says the server only planned the operation (--dry-run): nothing changed.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // topicResult is one topic's outcome of a topic operation.
@@ -108,6 +110,8 @@ type topicResult struct {
 	Note string `json:"note,omitempty"`
 	// State is the actual state every partition reached, with --wait.
 	State string `json:"state,omitempty"`
+	// Plan is, per partition, what the operation did or (--dry-run) would do (plan.go).
+	Plan []planRow `json:"plan,omitempty"`
 }
 
 func newTopicResult(topic string, code int16, msg *string) topicResult {

@@ -25,13 +25,19 @@ func (c *cli) doRecover(ctx context.Context) error {
 	for _, n := range names {
 		req.Topics = append(req.Topics, admin.RecoverMirrorTopicsRequestTopic{TopicName: n})
 	}
+	req.ValidateOnly = c.o.plan.dryRun
+	if err := c.needPlanVersion(ctx, admin.KeyRecoverMirrorTopics); err != nil {
+		return err
+	}
 	resp, err := c.cl.RecoverMirrorTopics(ctx, req)
 	if err != nil {
 		return err
 	}
 	var results []topicResult
 	for _, t := range resp.Topics {
-		results = append(results, newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage))
+		r := newTopicResult(t.TopicName, t.ErrorCode, t.ErrorMessage)
+		r.Plan = planRows(t.Partitions)
+		results = append(results, r)
 	}
 	return c.report("recover", "Recovered mirroring", results, items)
 }

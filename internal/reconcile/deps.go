@@ -54,6 +54,9 @@ type Deps struct {
 	Metrics Metrics
 	// Events is called after every durable actual-state change; nil = none.
 	Events func(StateChange)
+	// Removals is called after PREPARING removed records a start allowed to remove
+	// (StartOptions.AllowTruncation); nil = none.
+	Removals func(Removal)
 	// Logger; nil = discard.
 	Logger *slog.Logger
 	// Clock stamps control records and health; nil = time.Now.
@@ -159,6 +162,9 @@ func (d *Deps) validate() error {
 	if d.Events == nil {
 		d.Events = func(StateChange) {}
 	}
+	if d.Removals == nil {
+		d.Removals = func(Removal) {}
+	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -176,4 +182,13 @@ type Health struct {
 	SourceErrorCode        admin.Code
 	SourceErrorMessage     string
 	SourceUnreachableSince time.Time
+}
+
+// Removal reports records PREPARING removed from a partition's log because its start
+// allowed it: Removed is the offset range and its data records, LocalWrites the part
+// written on this site since its last stop (lost unless another copy exists).
+type Removal struct {
+	Ref         PartitionRef
+	Removed     controller.OffsetRange
+	LocalWrites controller.OffsetRange
 }

@@ -26,8 +26,10 @@ type Engine struct {
 	newSyncer func(string, metasync.SourceAdmin) (*metasync.Syncer, error)
 	metrics   Metrics
 	events    func(StateChange)
+	removals  func(Removal)
 	clock     func() time.Time
 	cfg       Config
+	approvals approvals // the removals starts allowed (plan.go)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -50,7 +52,7 @@ func New(d Deps) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{log: d.Logger, dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
-		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, metrics: d.Metrics, events: d.Events,
+		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, metrics: d.Metrics, events: d.Events, removals: d.Removals,
 		clock: d.Clock, cfg: d.Config, ctx: ctx, cancel: cancel,
 		mirrors: map[string]*Runtime{}, parts: map[dest.TopicPartition]*Partition{}, changeCh: make(chan struct{})}, nil
 }

@@ -26,6 +26,10 @@ const (
 	// TruncationOutOfRange: the fetch offset was below the source log start; the
 	// offsets in between were never mirrored (a gap).
 	TruncationOutOfRange TruncationCause = "out_of_range"
+	// TruncationStart: PREPARING removed records a start allowed to remove
+	// (StartOptions.AllowTruncation); offsetsLost counts the records written on this
+	// site among them.
+	TruncationStart TruncationCause = "start"
 )
 
 // EpochBumpCause says why the destination leader epoch of a partition was raised.

@@ -14,6 +14,7 @@ import (
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
@@ -677,8 +678,23 @@ func (r *Partition) findLMEAndTruncate() error {
 	if err != nil {
 		return err
 	}
-	start, end := r.log.LogStartOffset(), r.log.LogEndOffset()
+	st := PlanState{State: statemachine.Stopped, LastMirrorOffset: r.lmo}
+	if r.lmo < 0 {
+		st.State = statemachine.Unknown
+	}
+	pl, err := planTruncation(r.log, r.partition, lme, st)
+	if err != nil {
+		return err
+	}
+	start, end := pl.LogStart, pl.LogEnd
 	off, full := epoch.LMETruncationOffset(r.log.Epochs(), start, end, lme)
+	ref := PartitionRef{Mirror: r.mirror, Topic: r.topic, Partition: r.partition}
+	if pl.RemovesRecords() && r.e.approvals.refuses(ref, end) {
+		// The start planned this partition without this removal (the LME found now
+		// differs) or before the log changed: refuse it, so that no record written here
+		// goes unannounced (the operator reads the plan and starts again).
+		return &TruncationRefusedError{Mirror: r.mirror, Topic: r.topic, Plan: []controller.PartitionPlan{pl}}
+	}
 	r.e.log.Info("mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
 		"lme", lme, "offset", off, "full", full, "logEnd", end)
 	switch {
@@ -699,7 +715,23 @@ func (r *Partition) findLMEAndTruncate() error {
 			return err
 		}
 	}
+	r.reportRemoved(ref, pl)
 	return r.raiseEpochToSource()
+}
+
+// reportRemoved announces a truncation that removed records: a warning naming the
+// offsets, the Truncation metric (cause start, the records written on this site as
+// lost) and a Removal event. It forgets the start's plan of the partition.
+func (r *Partition) reportRemoved(ref PartitionRef, pl controller.PartitionPlan) {
+	r.e.approvals.done(ref)
+	if pl.Removed.Records == 0 {
+		return
+	}
+	r.e.log.Warn("mirror: PREPARING removed records from the destination log", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
+		"removedFrom", pl.Removed.From, "removedTo", pl.Removed.To, "removedRecords", pl.Removed.Records,
+		"localFrom", pl.LocalWrites.From, "localTo", pl.LocalWrites.To, "lost", pl.LocalWrites.Records)
+	r.e.metrics.Truncation(ref, TruncationStart, pl.LocalWrites.Records)
+	r.e.removals(Removal{Ref: ref, Removed: pl.Removed, LocalWrites: pl.LocalWrites})
 }
 
 // lookupLME asks the Peer for the LME of this partition (Runtime.lookupLME),

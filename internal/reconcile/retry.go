@@ -15,7 +15,7 @@ import (
 // RetryAttempt -1): retrying cannot help until an operator acts (breaks a mirror loop,
 // disables tiered storage, restores or restarts the topic).
 func nonRetryable(cause error) bool {
-	return errors.Is(cause, ErrMirrorLoop) || errors.Is(cause, ErrTieredStorage) ||
+	return errors.Is(cause, ErrMirrorLoop) || errors.Is(cause, ErrTieredStorage) || errors.Is(cause, ErrTruncationRefused) ||
 		errors.Is(cause, metasync.ErrSourceTopicMissing) || errors.Is(cause, metasync.ErrSourceTopicRecreated)
 }
 

@@ -251,15 +251,7 @@ func (mr *Runtime) close() error {
 	mr.closed = true
 	fs, src, sa, p := slices.Concat(mr.fetch[0], mr.fetch[1]), mr.source, mr.sadmin, mr.peer
 	mr.mu.Unlock()
-	var errs []error
-	for _, f := range fs {
-		if f == nil {
-			continue
-		}
-		if err := f.Close(); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
-			errs = append(errs, err)
-		}
-	}
+	errs := closeFetchers(fs)
 	if src != nil {
 		errs = append(errs, closeAny(src))
 	}
@@ -345,4 +337,24 @@ func (e *Engine) fetcherConfig(cfg controller.MirrorConfig, ule bool, ev fetcher
 		// (retryable, fetcher.ErrSourceUnreachable) instead of hiding in MIRRORING.
 		UnreachableTimeout: cfg.SocketTimeout,
 	}
+}
+
+// closeFetchers closes the fetchers all at once: each Close waits for its fetch in
+// flight, which can be a long poll of up to fetch.wait.max.ms, so closing them one
+// after the other would add those waits up (seconds per mirror at shutdown).
+func closeFetchers(fs []*fetcher.Fetcher) []error {
+	errs := make([]error, len(fs))
+	var wg sync.WaitGroup
+	for i, f := range fs {
+		if f == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := f.Close(); err != nil && !errors.Is(err, fetcher.ErrFetcherClosed) {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	return errs
 }

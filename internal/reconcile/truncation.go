@@ -8,10 +8,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror/controller"
-	"github.com/kmirror/kmirror/statemachine"
 )
 
 // newFullTruncation fills the lost range of a full truncation of [start, end). An
@@ -53,62 +51,12 @@ func (mr *Runtime) sourceLogStart(ctx context.Context, topic string, partition i
 	})
 }
 
-// predictFullTruncation returns the full truncation PREPARING will do on the
-// destination log l of one partition, or false when it keeps some of the log (an LME is
-// known) or the log is empty. The LME is looked up once, without retries: a failed
-// lookup returns its error (PREPARING retries it, and logs what it truncates).
-func (mr *Runtime) predictFullTruncation(ctx context.Context, topic string, partition int32, l fetcher.Log) (controller.FullTruncation, bool, error) {
-	start, end := l.LogStartOffset(), l.LogEndOffset()
-	if end <= start {
-		return controller.FullTruncation{}, false, nil
-	}
-	lme, err := mr.lookupLME(ctx, topic, partition, backoff.WithContext(&backoff.StopBackOff{}, ctx))
-	if err != nil {
-		return controller.FullTruncation{}, false, err
-	}
-	if _, full := epoch.LMETruncationOffset(l.Epochs(), start, end, lme); !full {
-		return controller.FullTruncation{}, false, nil
-	}
-	srcStart, err := mr.sourceLogStart(ctx, topic, partition)
-	if err != nil {
-		return newFullTruncation(partition, start, end, -1), true, err
-	}
-	return newFullTruncation(partition, start, end, srcStart), true, nil
-}
-
-// ReportFullTruncations is StartMirrorTopics' warning, before the desired state
-// changes: for every partition of topic with data, what PREPARING will truncate fully
-// and what of it the source no longer has. Problems asking are logged, not fatal (the
-// partition's PREPARING logs the truncation it does).
-func (mr *Runtime) ReportFullTruncations(ctx context.Context, topic string) []controller.FullTruncation {
-	spec, ok := mr.e.dest.Topic(topic)
-	if !ok {
-		return nil
-	}
-	var out []controller.FullTruncation
-	for p := int32(0); p < spec.Partitions; p++ {
-		l, err := mr.e.dest.Log(topic, p)
-		if err != nil {
-			continue // the reconciler fails the partition with the cause; nothing is truncated
-		}
-		ft, full, err := mr.predictFullTruncation(ctx, topic, p, l)
-		if err != nil {
-			mr.e.log.Warn("mirror: cannot tell what the start will truncate", "mirror", mr.name, "topic", topic, "partition", p, "err", err)
-		}
-		if !full {
-			continue
-		}
-		out = append(out, ft)
-		mr.e.logFullTruncation("mirror: start will truncate the destination log fully", mr.name, topic, ft)
-	}
-	return out
-}
-
-// logFullTruncation logs a full truncation: a warning naming the offsets lost for good
-// when there are any.
+// logFullTruncation logs a full truncation: a warning naming the offsets the source no
+// longer has (notOnSource: not re-mirrored) when there are any. What it removes of
+// this site's records is logged by the plan (LogPlan, reportRemoved) as lost.
 func (e *Engine) logFullTruncation(msg, mirror, topic string, ft controller.FullTruncation) {
 	attrs := []any{"mirror", mirror, "topic", topic, "partition", ft.Partition, "logStart", ft.LogStart, "logEnd", ft.LogEnd,
-		"sourceLogStart", ft.SourceLogStart, "lostFrom", ft.LostFrom, "lostTo", ft.LostTo, "lost", ft.Lost()}
+		"sourceLogStart", ft.SourceLogStart, "notOnSourceFrom", ft.LostFrom, "notOnSourceTo", ft.LostTo, "notOnSource", ft.Lost()}
 	if ft.Lost() > 0 {
 		e.log.Warn(msg+"; the source no longer has some of these offsets: they are discarded for good", attrs...)
 		return
@@ -121,31 +69,6 @@ func (e *Engine) logFullTruncation(msg, mirror, topic string, ft controller.Full
 // or no peer. A mirror there that still mirrors the partition (neither STOPPED nor
 // UNKNOWN) is a mirror loop (ErrMirrorLoop).
 func (mr *Runtime) lookupLME(ctx context.Context, topic string, partition int32, bo backoff.BackOffContext) (int32, error) {
-	peer, err := mr.getPeer()
-	if err != nil || peer == nil {
-		return epoch.UndefinedEpoch, err
-	}
-	local := mr.e.dest.ClusterID()
-	names, err := RetryTransient(ctx, bo, func() ([]string, error) { return peer.MirrorsFrom(ctx, local) })
-	if err != nil {
-		return 0, fmt.Errorf("find LME: list the source cluster's mirrors: %w", err)
-	}
-	lme := epoch.UndefinedEpoch
-	if len(names) == 0 {
-		return lme, nil
-	}
-	ps, err := RetryTransient(ctx, bo, func() ([]PeerPartition, error) {
-		return peer.PartitionStates(ctx, names, topic, partition, local)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find LME: describe the source cluster's mirrors: %w", err)
-	}
-	for _, p := range ps {
-		if p.State != statemachine.Stopped && p.State != statemachine.Unknown {
-			return 0, fmt.Errorf("%w: mirror %q on the source cluster mirrors %s-%d from this cluster and is %s; stop it first",
-				ErrMirrorLoop, p.Mirror, topic, partition, p.State)
-		}
-		lme = max(lme, p.LastMirrorEpoch)
-	}
-	return lme, nil
+	lme, _, err := mr.findLME(ctx, topic, partition, bo)
+	return lme, err
 }

@@ -189,8 +189,19 @@ func failback(t *testing.T, a, b *site, cycle int, st failbackState) {
 	if cycle == 1 {
 		a.createMirror("b-to-a", b)
 	}
+	// The plan names A's unmirrored tail, cut at B's barrier by the first fetch: records
+	// written on A, so the start is refused until --allow-truncation.
+	start := []string{"--start", "--mirror", "b-to-a", "--topics", topic}
+	out, _, code := a.ctlCode(append(start, "--dry-run", "--output", "json")...)
+	require.Equal(t, 1, code, out)
+	_, plan := onePlan(t, out)
+	for p := int32(0); p < partitions; p++ {
+		require.Equal(t, st.barriers[p], plan[p].DivergenceOffset, "A partition %d: planned cut at B's barrier", p)
+		require.Equal(t, [3]int64{st.barriers[p], st.aEnds[p], 7}, [3]int64{plan[p].LocalWrites.From, plan[p].LocalWrites.To, plan[p].LocalWrites.Records},
+			"A partition %d: the 7 records B never got", p)
+	}
 	mark := a.mark()
-	a.ctl("--start", "--mirror", "b-to-a", "--topics", topic)
+	a.ctl(append(start, "--allow-truncation")...)
 	caughtUp(t, a, "b-to-a", b)
 	sameBytes(t, a, b)
 

@@ -112,6 +112,8 @@ func (h *handler) wireError(rc *admin.RequestContext, err error) *admin.Error {
 		return admin.NewError(ae.Code, admin.MessageOf(err))
 	}
 	switch {
+	case errors.Is(err, mirror.ErrTruncationRefused):
+		return admin.NewError(admin.CodeMirrorTruncationRefused, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return admin.NewError(admin.CodeRequestTimedOut, err.Error())
 	case errors.Is(err, mirror.ErrInvalidConfig):
@@ -200,7 +202,8 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 		names = append(names, t.Name)
 	}
 	res, err := h.m.StartMirrorTopics(ctx, req.MirrorName, names, mirror.StartOptions{
-		IncludePatterns: req.IncludePatterns, ExcludePatterns: req.ExcludePatterns})
+		IncludePatterns: req.IncludePatterns, ExcludePatterns: req.ExcludePatterns,
+		ValidateOnly: req.ValidateOnly, AllowTruncation: req.AllowTruncation})
 	if err != nil {
 		return nil, h.wireError(rc, err)
 	}
@@ -208,6 +211,7 @@ func (h *handler) StartMirrorTopics(ctx context.Context, rc *admin.RequestContex
 		rt := admin.NewStartMirrorTopicsResponseTopic()
 		rt.Name = r.Topic
 		rt.ErrorCode, rt.ErrorMessage = h.codeAndMessage(rc, r.Err)
+		rt.Partitions = wirePlan[admin.StartMirrorTopicsResponseTopicPartition, admin.StartMirrorTopicsResponseTopicPartitionOpenTransaction](r.Plan)
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil

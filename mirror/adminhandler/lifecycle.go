@@ -13,30 +13,34 @@ import (
 // state is STOPPED; the partitions reach STOPPED asynchronously (poll
 // DescribeClusterMirrors). StateOffset is not forwarded (see DeleteClusterMirrors).
 func (h *handler) StopMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.StopMirrorTopicsRequest) (*admin.StopMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.StopMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.StopMirrorTopics(ctx, req.MirrorName, names, mirror.StopOptions{Patterns: req.Patterns})
+	return serveLifecycle[admin.StopMirrorTopicsResponse, admin.StopMirrorTopicsResponseTopic, admin.StopMirrorTopicsRequestTopic,
+		admin.StopMirrorTopicsResponseTopicPartition, admin.StopMirrorTopicsResponseTopicPartitionOpenTransaction](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
+		return h.m.StopMirrorTopics(ctx, req.MirrorName, names, mirror.StopOptions{Patterns: req.Patterns, ValidateOnly: req.ValidateOnly})
 	})
 }
 
 // PauseMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.PauseMirrorTopicsRequest) (*admin.PauseMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.PauseMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.PauseMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{})
+	return serveLifecycle[admin.PauseMirrorTopicsResponse, admin.PauseMirrorTopicsResponseTopic, admin.PauseMirrorTopicsRequestTopic,
+		admin.PauseMirrorTopicsResponseTopicPartition, admin.PauseMirrorTopicsResponseTopicPartitionOpenTransaction](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
+		return h.m.PauseMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{ValidateOnly: req.ValidateOnly})
 	})
 }
 
 // RecoverMirrorTopics implements admin.Handler (spec §14.10): the FAILED partitions
 // of the topics restart with their retry attempts reset.
 func (h *handler) RecoverMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.RecoverMirrorTopicsRequest) (*admin.RecoverMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.RecoverMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names)
+	return serveLifecycle[admin.RecoverMirrorTopicsResponse, admin.RecoverMirrorTopicsResponseTopic, admin.RecoverMirrorTopicsRequestTopic,
+		admin.RecoverMirrorTopicsResponseTopicPartition, admin.RecoverMirrorTopicsResponseTopicPartitionOpenTransaction](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
+		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names, mirror.RecoverOptions{ValidateOnly: req.ValidateOnly})
 	})
 }
 
 // ResumeMirrorTopics implements admin.Handler (spec §11.7).
 func (h *handler) ResumeMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.ResumeMirrorTopicsRequest) (*admin.ResumeMirrorTopicsResponse, error) {
-	return serveLifecycle[admin.ResumeMirrorTopicsResponse](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{})
+	return serveLifecycle[admin.ResumeMirrorTopicsResponse, admin.ResumeMirrorTopicsResponseTopic, admin.ResumeMirrorTopicsRequestTopic,
+		admin.ResumeMirrorTopicsResponseTopicPartition, admin.ResumeMirrorTopicsResponseTopicPartitionOpenTransaction](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
+		return h.m.ResumeMirrorTopics(ctx, req.MirrorName, names, mirror.LifecycleOptions{ValidateOnly: req.ValidateOnly})
 	})
 }
 
@@ -48,10 +52,11 @@ type (
 		TopicName   string
 		UnknownTags kmsg.Tags
 	}
-	lifecycleOutcome = struct {
+	lifecycleOutcome[PP any] = struct {
 		TopicName    string
 		ErrorCode    int16
 		ErrorMessage *string
+		Partitions   []PP
 		UnknownTags  kmsg.Tags
 	}
 	lifecycleResponse[R any] = struct {
@@ -66,9 +71,9 @@ type (
 
 // serveLifecycle runs one per-topic lifecycle RPC: op on the request's topic names
 // within the request's timeout (TimeoutMs, when positive), then one response topic per
-// outcome, its error as code and message. A failure of the whole request is the
-// returned wire error.
-func serveLifecycle[P ~lifecycleResponse[R], R ~lifecycleOutcome, Q ~lifecycleTopic](h *handler, ctx context.Context, rc *admin.RequestContext,
+// outcome, its error as code and message and its plan (version 1). A failure of the
+// whole request is the returned wire error.
+func serveLifecycle[P ~lifecycleResponse[R], R ~lifecycleOutcome[PP], Q ~lifecycleTopic, PP ~planPartition[TX], TX ~planTxn](h *handler, ctx context.Context, rc *admin.RequestContext,
 	timeoutMs int32, topics []Q, op func(ctx context.Context, names []string) ([]mirror.TopicResult, error)) (*P, error) {
 	names := make([]string, 0, len(topics))
 	for _, t := range topics {
@@ -83,7 +88,7 @@ func serveLifecycle[P ~lifecycleResponse[R], R ~lifecycleOutcome, Q ~lifecycleTo
 	var out []R
 	for _, r := range res {
 		code, msg := h.codeAndMessage(rc, r.Err)
-		out = append(out, R(lifecycleOutcome{TopicName: r.Topic, ErrorCode: code, ErrorMessage: msg}))
+		out = append(out, R(lifecycleOutcome[PP]{TopicName: r.Topic, ErrorCode: code, ErrorMessage: msg, Partitions: wirePlan[PP, TX](r.Plan)}))
 	}
 	resp := P(lifecycleResponse[R]{Topics: out})
 	return &resp, nil

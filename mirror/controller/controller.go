@@ -62,6 +62,10 @@ type TopicResult struct {
 	// mirrored epoch is known, as with a plain Kafka source), and how many of its
 	// offsets the source no longer has (FullTruncation.Lost).
 	Truncations []FullTruncation
+	// Plan (start, stop, pause, resume, recover) is, per partition, what the operation
+	// does or, with ValidateOnly, would do; set for a start refused with
+	// ErrTruncationRefused too.
+	Plan []PartitionPlan
 }
 
 // Controller validates and records desired state: mirror definitions and per-topic

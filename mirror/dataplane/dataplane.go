@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -76,11 +75,13 @@ type Config struct {
 	// DefaultPartitions is the partition count of CreateTopics with -1
 	// (default 1).
 	DefaultPartitions int32
-	// FirstProducerID is the first id InitProducerId hands out; 0 derives
-	// it from the clock (milliseconds × 1000), so ids grow across restarts
-	// and stay far above the small ids Kafka allocates (mirrored batches
-	// carry the source's ids).
-	FirstProducerID int64
+	// ProducerIDs reserves the durable blocks the producer ids of
+	// InitProducerId come from; nil uses the Destination, which must then
+	// implement mirror.ProducerIDAllocator (mirror.LocalDestination does).
+	// Ids are never handed out twice, across restarts and crashes included,
+	// and lie in the allocator's local range, apart from the ids of
+	// mirrored producers (see Transactions in the package documentation).
+	ProducerIDs mirror.ProducerIDAllocator
 	// NewTopicID returns the id of a topic CreateTopics makes; nil uses a
 	// random UUID.
 	NewTopicID func() records.UUID
@@ -115,10 +116,10 @@ type Config struct {
 // DataPlane serves a Destination over the Kafka protocol; see the package
 // documentation.
 type DataPlane struct {
-	cfg     Config
-	dst     mirror.Destination
-	writer  Writer
-	nextPID atomic.Int64
+	cfg    Config
+	dst    mirror.Destination
+	writer Writer
+	pids   *pidAllocator
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced on every append through Produce
@@ -143,9 +144,16 @@ func New(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("%w: nil Destination", ErrConfig)
 	case cfg.AdvertisedHost == "" || cfg.AdvertisedPort <= 0:
 		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
-	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0 || cfg.FirstProducerID < 0,
+	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0,
 		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	if cfg.ProducerIDs == nil {
+		pa, ok := cfg.Destination.(mirror.ProducerIDAllocator)
+		if !ok {
+			return nil, fmt.Errorf("%w: no ProducerIDs, and the Destination (%T) allocates no producer ids (mirror.ProducerIDAllocator)", ErrConfig, cfg.Destination)
+		}
+		cfg.ProducerIDs = pa
 	}
 	var acls mirror.ACLStore
 	if cfg.EnforceACLs {
@@ -172,9 +180,6 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.DefaultPartitions == 0 {
 		cfg.DefaultPartitions = 1
 	}
-	if cfg.FirstProducerID == 0 {
-		cfg.FirstProducerID = time.Now().UnixMilli() * 1000
-	}
 	if cfg.NewTopicID == nil {
 		cfg.NewTopicID = randomTopicID
 	}
@@ -182,10 +187,9 @@ func New(cfg Config) (*DataPlane, error) {
 	if w == nil {
 		w = DestinationWriter(cfg.Destination)
 	}
-	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, wake: make(chan struct{}), aclStore: acls,
+	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
 		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
-	dp.nextPID.Store(cfg.FirstProducerID)
 	go dp.checkLoop()
 	return dp, nil
 }

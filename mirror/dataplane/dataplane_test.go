@@ -186,11 +186,16 @@ func TestIdempotentSequences(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int16(45), r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode)
 
-	// Epoch bump (KIP-360): the same id at epoch 1 must restart at 0; epoch 0 is then fenced.
+	// InitProducerId passing an id and epoch (v3+) gets a fresh id at epoch
+	// 0, as from Kafka: a client never picks its producer id.
 	ireq := kmsg.NewPtrInitProducerIDRequest()
 	ireq.ProducerID, ireq.ProducerEpoch = pid, 0
 	ip = request[*kmsg.InitProducerIDResponse](t, cl, ireq)
-	require.Equal(t, [2]int64{pid, 1}, [2]int64{ip.ProducerID, int64(ip.ProducerEpoch)})
+	require.Equal(t, int16(0), ip.ErrorCode)
+	require.Equal(t, [2]int64{pid + 1, 0}, [2]int64{ip.ProducerID, int64(ip.ProducerEpoch)})
+
+	// Epoch bump (KIP-360, done by an idempotent client itself): the same id
+	// at epoch 1 must restart at 0; epoch 0 is then fenced.
 	send1 := func(pepoch int16, seq int32) int16 {
 		b := dataBatchEpoch(t, 0, 0, 1, pid, pepoch, seq, false)
 		return request[*kmsg.ProduceResponse](t, cl, produceReq("t", 0, b)).Topics[0].Partitions[0].ErrorCode

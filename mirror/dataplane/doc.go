@@ -18,7 +18,9 @@
 //     OffsetForLeaderEpoch;
 //   - Produce (acks 0, 1, all) through a Writer, which refuses read-only
 //     partitions with READ_ONLY_TOPIC, with idempotent-producer sequence
-//     checks and InitProducerId;
+//     checks against the producer state the log keeps
+//     (fetcher.ProducerStateReader: nothing is scanned at the first produce
+//     after a failover or a restart), and InitProducerId;
 //   - transactional producers as kgo and the Java client use them by
 //     default (transaction version 1: explicit AddPartitionsToTxn), with
 //     ListTransactions and DescribeTransactions: see Transactions below;
@@ -88,7 +90,38 @@
 // it. A check loop (Config.TransactionCheckInterval) aborts, fencing the
 // producer, every transaction open longer than its timeout.
 //
-// Durability: coordinator state is kept in memory only. After a restart a
+// Mirror partitions: a transaction of this site never touches a partition
+// that is read-only (a mirror topic that is not STOPPED): its open
+// transactions are the source's. AddPartitionsToTxn, a transactional
+// Produce and TxnOffsetCommit naming one answer READ_ONLY_TOPIC per
+// partition and change nothing. EndTxn writes a marker only into the
+// partitions this site appended the transaction's data to, closing only the
+// transaction that started there at or after that append, and every marker
+// goes through the log's read-only check atomically with the append
+// (fetcher.TxnMarker.OnlyIfWritable). A COMMIT of a transaction one of whose
+// partitions became a mirror partition since is turned into an abort and
+// answered TRANSACTION_ABORTABLE (see endTxn).
+//
+// Producer ids come from durable blocks of 1000 (Config.ProducerIDs, by
+// default the Destination's mirror.ProducerIDAllocator), as Kafka's
+// ProducerIdManager takes them from its controller: a block is persisted
+// before any of its ids is handed out, so no id is handed out twice, across
+// restarts and kill -9 included. Clients never pick an id: an idempotent
+// InitProducerId always gets a fresh one (as from Kafka), whatever id it
+// passes. Mirrored producers keep the source's ids (spec §8.4), so ids of
+// mirrored and local producers are kept apart twice. By state: no local
+// producer writes data or markers into a mirror partition, and a mirror
+// partition turns writable only after STOPPING aborted its open
+// transactions and wrote MIRROR_PID_RESET, which expires the mirrored
+// producers' state (an equal id after it is a new producer). By number:
+// mirror.LocalDestination allocates from a range above 2^62 chosen by its
+// cluster id (mirror.LocalProducerIDRange), out of reach of a Kafka
+// source's ids (Kafka allocates from 0) and, but for a 1 in 65,536 slot
+// clash, of another kmirror site's. Kafka's destination relies on the state
+// separation alone: its own ids start at 0 like the source's.
+//
+// Durability: coordinator state is kept in memory only (producer-id blocks
+// are durable, see above). After a restart a
 // transaction left open in a writable log has no coordinator state and can
 // never be ended by its producer (its every request is refused for want of
 // the id's state), so the check loop aborts it, with its own producer id and

@@ -27,7 +27,13 @@ type site struct {
 
 func startSite(t *testing.T, cfg Config) *site {
 	t.Helper()
-	dst := mirror.NewMemoryDestination("cluster-"+t.Name(), fetcher.MemoryLogOptions{SyncEveryAppend: true})
+	return startSiteNamed(t, "cluster-"+t.Name(), cfg)
+}
+
+// startSiteNamed is startSite with the destination's cluster id.
+func startSiteNamed(t *testing.T, clusterID string, cfg Config) *site {
+	t.Helper()
+	dst := mirror.NewMemoryDestination(clusterID, fetcher.MemoryLogOptions{SyncEveryAppend: true})
 	t.Cleanup(func() { _ = dst.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

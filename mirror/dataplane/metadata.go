@@ -161,10 +161,27 @@ func (dp *DataPlane) createOne(ctx context.Context, rt kmsg.CreateTopicsRequestT
 			_, err = l.BumpLeaderEpoch(-1)
 		}
 		if err != nil {
-			return int16(codeKafkaStorageError), err.Error()
+			t.TopicID = [16]byte{}
+			return int16(codeKafkaStorageError), dp.undoCreate(ctx, spec.Name, i, err)
 		}
 	}
 	return 0, ""
+}
+
+// undoCreate removes a topic this request created whose partition p could not be
+// opened (out of descriptors, a full or failing disk), so that a CreateTopics that
+// cannot complete leaves no half-created topic behind; the topic holds no data yet.
+// It returns the error message of the answer, which says whether the topic is gone.
+func (dp *DataPlane) undoCreate(ctx context.Context, topic string, p int32, cause error) string {
+	msg := fmt.Sprintf("topic %q not created: partition %d cannot be opened: %v", topic, p, cause)
+	ca := dp.clientAdmin()
+	if ca == nil {
+		return msg + "; the destination cannot delete topics, so the topic stays registered without that partition's log"
+	}
+	if err := ca.DeleteTopic(ctx, topic); err != nil {
+		return fmt.Sprintf("%s; removing the half-created topic failed too: %v", msg, err)
+	}
+	return msg
 }
 
 // createdConfigs lists the configs a CreateTopics answer reports for a new topic: the

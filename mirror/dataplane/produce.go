@@ -137,7 +137,11 @@ func (dp *DataPlane) produceOne(ctx context.Context, spec mirror.TopicSpec, txnI
 			return fetcher.CodeNone, ""
 		}
 	}
+	end := part.log.LogEndOffset()
 	base, err := dp.writer.Produce(ctx, spec.Name, rp.Partition, rp.Records)
+	if e != nil {
+		e.accepted(tp, end, part.log.LogEndOffset()) // the partitions EndTxn marks
+	}
 	if err != nil {
 		pp.loadedEnd = -1 // the log may hold part of it: reload on the next produce
 		return writeCode(err), err.Error()

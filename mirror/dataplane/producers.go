@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"math"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,31 +11,22 @@ import (
 	"github.com/kmirror/kmirror/records"
 )
 
-// recentBatches is how many batches per producer are remembered for
-// duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN, the most in-flight
-// requests an idempotent producer may have).
-const recentBatches = 5
-
-// batchMeta is what is kept of one idempotent batch.
-type batchMeta struct {
-	firstSeq, lastSeq int32
-	base              int64
-}
-
-// producerEntry is one producer's state in one partition.
-type producerEntry struct {
-	epoch  int16
-	recent []batchMeta // oldest first, at most recentBatches
-}
-
-func (e *producerEntry) lastSeq() int32 { return e.recent[len(e.recent)-1].lastSeq }
-
-// partProducers is the idempotent-producer state of one partition. mu also
-// serializes the partition's Produce calls (check and append are one step).
+// partProducers serializes the Produce calls of one partition (sequence
+// check and append are one step) and finds its producers' idempotence
+// state. The state is the log's own (fetcher.ProducerStateReader: MemoryLog
+// and FileLog keep it on every append, mirrored batches included, and
+// rebuild it on truncation and at open), as Kafka's ProducerStateManager is
+// per log: nothing is scanned at the first produce after a failover or a
+// restart. Only for a Log that does not keep it is the state rebuilt here
+// from the batch headers (fetcher.ProducerStates, the same rules), whenever
+// the log changed other than through this data plane.
 type partProducers struct {
-	mu        sync.Mutex
-	loadedEnd int64 // log end the state matches; -1 before the first load
-	producers map[int64]*producerEntry
+	mu  sync.Mutex
+	log fetcher.ProducerStateReader // the log's state; nil: fallback below
+	// The fallback: the state rebuilt from the headers and the log end it
+	// matches (-1 before the first load).
+	loadedEnd int64
+	rebuilt   *fetcher.ProducerStates
 }
 
 func (dp *DataPlane) producersOf(tp mirror.TopicPartition) *partProducers {
@@ -50,53 +40,52 @@ func (dp *DataPlane) producersOf(tp mirror.TopicPartition) *partProducers {
 	return pp
 }
 
-// load rebuilds the state from the log's batch headers when the log changed
-// other than through this data plane (first use, a restart, mirroring in
-// between). A MIRROR_PID_RESET barrier forgets every producer before it.
+// load makes the state of log available: the log's own, or (fallback)
+// rebuilt from its batch headers when the log changed other than through
+// this data plane.
 func (pp *partProducers) load(log fetcher.Log) error {
-	if pp.loadedEnd == log.LogEndOffset() && pp.producers != nil {
+	if r, ok := log.(fetcher.ProducerStateReader); ok {
+		pp.log, pp.rebuilt = r, nil
 		return nil
 	}
-	pp.producers = map[int64]*producerEntry{}
+	pp.log = nil
+	if pp.loadedEnd == log.LogEndOffset() && pp.rebuilt != nil {
+		return nil
+	}
+	rebuilt := &fetcher.ProducerStates{}
 	err := scanBatches(log, log.LogStartOffset(), func(b records.Batch) bool {
-		a := b.Attributes()
-		if a.IsControl() {
-			if ct, err := b.ControlType(); err == nil && ct == records.ControlMirrorPIDReset {
-				pp.producers = map[int64]*producerEntry{}
-			}
-			return true
-		}
-		if b.ProducerID() >= 0 && b.BaseSequence() >= 0 {
-			pp.record(b, b.BaseOffset())
-		}
+		rebuilt.ApplyBatch(b)
 		return true
 	})
 	if err != nil {
-		pp.producers = nil
+		pp.rebuilt = nil
 		return err
 	}
-	pp.loadedEnd = log.LogEndOffset()
+	pp.rebuilt, pp.loadedEnd = rebuilt, log.LogEndOffset()
 	return nil
 }
 
-// seqAdd is Kafka's sequence arithmetic: sequences wrap from MaxInt32 to 0.
-func seqAdd(s int32, n int64) int32 {
-	return int32((int64(s) + n) % (math.MaxInt32 + 1))
+// state returns producer pid's state.
+func (pp *partProducers) state(pid int64) (fetcher.ProducerState, bool) {
+	if pp.log != nil {
+		return pp.log.ProducerState(pid)
+	}
+	return pp.rebuilt.Get(pid)
 }
+
+func seqAdd(s int32, n int64) int32 { return fetcher.SeqAdd(s, n) }
 
 func lastSeqOf(b records.Batch) int32 { return seqAdd(b.BaseSequence(), int64(b.LastOffsetDelta())) }
 
-// record remembers batch b appended at base.
+// record notes batch b appended at base through this data plane. The log's
+// own state recorded it with the append; only the fallback state needs it.
 func (pp *partProducers) record(b records.Batch, base int64) {
-	e, ok := pp.producers[b.ProducerID()]
-	if !ok || b.ProducerEpoch() != e.epoch {
-		e = &producerEntry{epoch: b.ProducerEpoch()}
-		pp.producers[b.ProducerID()] = e
+	if pp.log != nil || pp.rebuilt == nil {
+		return
 	}
-	e.recent = append(e.recent, batchMeta{firstSeq: b.BaseSequence(), lastSeq: lastSeqOf(b), base: base})
-	if len(e.recent) > recentBatches {
-		e.recent = e.recent[1:]
-	}
+	c := append(records.Batch(nil), b[:records.HeaderSize]...)
+	c.SetBaseOffset(base)
+	pp.rebuilt.ApplyBatch(c)
 }
 
 // check applies the broker's sequence rules to b (ProducerAppendInfo): an
@@ -105,46 +94,48 @@ func (pp *partProducers) record(b records.Batch, base int64) {
 // five batches exactly (a retry: dup is its original base offset). An
 // unknown producer (expired or never seen) may start anywhere.
 func (pp *partProducers) check(b records.Batch) (dup int64, code int16) {
-	e, ok := pp.producers[b.ProducerID()]
+	e, ok := pp.state(b.ProducerID())
 	if !ok {
 		return -1, fetcher.CodeNone
 	}
 	switch epoch := b.ProducerEpoch(); {
-	case epoch < e.epoch:
+	case epoch < e.Epoch:
 		return -1, codeInvalidProducerEpoch
-	case epoch > e.epoch:
+	case epoch > e.Epoch:
 		if b.BaseSequence() != 0 {
 			return -1, codeOutOfOrderSequence
 		}
 		return -1, fetcher.CodeNone
 	}
-	for _, m := range e.recent {
-		if m.firstSeq == b.BaseSequence() && m.lastSeq == lastSeqOf(b) {
-			return m.base, fetcher.CodeNone
+	for _, m := range e.Batches {
+		if m.FirstSeq == b.BaseSequence() && m.LastSeq == lastSeqOf(b) {
+			return m.BaseOffset, fetcher.CodeNone
 		}
 	}
-	if b.BaseSequence() != seqAdd(e.lastSeq(), 1) {
+	if b.BaseSequence() != seqAdd(e.LastSeq(), 1) {
 		return -1, codeOutOfOrderSequence
 	}
 	return -1, fetcher.CodeNone
 }
 
-// initProducerID serves InitProducerId. For an idempotent producer: a fresh
-// id at epoch 0, or (v3+, KIP-360) the same id at the next epoch when the
-// producer passes its current one. A transactional id goes to the
-// transaction coordinator (initTxnProducer).
-func (dp *DataPlane) initProducerID(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+// initProducerID serves InitProducerId. An idempotent producer (no
+// transactional id) gets a fresh id at epoch 0 on every call, whatever id and
+// epoch it passes, as Kafka's coordinator answers it: a client never picks
+// its id, so it cannot take on the id of a mirrored producer. A
+// transactional id goes to the transaction coordinator (initTxnProducer).
+func (dp *DataPlane) initProducerID(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		dp.initTxnProducer(r, resp)
+		dp.initTxnProducer(ctx, r, resp)
 		return resp, nil
 	}
-	if r.Version >= 3 && r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
-		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1
+	pid, err := dp.pids.id(ctx)
+	if err != nil {
+		resp.ErrorCode = pidCode(err)
 		return resp, nil
 	}
-	resp.ProducerID, resp.ProducerEpoch = dp.nextPID.Add(1)-1, 0
+	resp.ProducerID, resp.ProducerEpoch = pid, 0
 	return resp, nil
 }

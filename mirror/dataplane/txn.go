@@ -61,10 +61,12 @@ type txnEntry struct {
 	state   txnState
 	timeout time.Duration
 	started time.Time // when the current transaction became Ongoing
-	// parts are the partitions added to the transaction; data the subset a
-	// transactional batch was appended to (the ones that get a marker).
+	// parts are the partitions added to the transaction; data the subset
+	// this site appended a batch of the transaction to (the ones that get a
+	// marker), each with the log end before that first append: the marker
+	// closes only a transaction of the producer that starts at or after it.
 	parts map[mirror.TopicPartition]bool
-	data  map[mirror.TopicPartition]bool
+	data  map[mirror.TopicPartition]int64
 	// groups are the groups added with AddOffsetsToTxn; offsets the
 	// offsets TxnOffsetCommit staged for them, committed with the
 	// transaction.
@@ -75,6 +77,12 @@ type txnEntry struct {
 	// markerPID the producer id they belong to.
 	markerEpoch int16
 	markerPID   int64
+	// skipped counts the partitions of the transaction being completed that
+	// got no marker because they became mirror partitions; partialCommit
+	// says the last transaction committed with such a partition, so a retry
+	// of its EndTxn is answered as the first one was.
+	skipped       int
+	partialCommit bool
 	// prevPID and prevEpoch are the producer id and epoch before the last
 	// bump, so a retried InitProducerId whose answer was lost is recognised.
 	prevPID   int64
@@ -84,9 +92,10 @@ type txnEntry struct {
 // resetTxn forgets the finished transaction's partitions and offsets.
 func (e *txnEntry) resetTxn() {
 	e.parts = map[mirror.TopicPartition]bool{}
-	e.data = map[mirror.TopicPartition]bool{}
+	e.data = map[mirror.TopicPartition]int64{}
 	e.groups = map[string]bool{}
 	e.offsets = map[string]map[mirror.TopicPartition]int64{}
+	e.skipped, e.partialCommit = 0, false
 }
 
 // begin moves an idle entry to Ongoing (the first partition or group of a
@@ -101,6 +110,15 @@ func (e *txnEntry) begin(now time.Time) {
 // idle reports whether no transaction is open or finishing.
 func (e *txnEntry) idle() bool {
 	return e.state == txnEmpty || e.state == txnCompleteCommit || e.state == txnCompleteAbort
+}
+
+// accepted records that this site appended a batch of e's transaction to tp
+// when the log end moved from before to after (a refused or failed append
+// that wrote nothing does not count). Called with e.mu held.
+func (e *txnEntry) accepted(tp mirror.TopicPartition, before, after int64) {
+	if _, ok := e.data[tp]; !ok && after > before {
+		e.data[tp] = before
+	}
 }
 
 // epochExhausted reports whether the epoch can no longer be bumped (Kafka
@@ -155,7 +173,8 @@ func (c *coordinator) all() []*txnEntry {
 func (c *coordinator) owns(tp mirror.TopicPartition, pid int64) bool {
 	for _, e := range c.all() {
 		e.mu.Lock()
-		owned := !e.idle() && e.data[tp] && (e.pid == pid || e.markerPID == pid)
+		_, wrote := e.data[tp]
+		owned := !e.idle() && wrote && (e.pid == pid || e.markerPID == pid)
 		e.mu.Unlock()
 		if owned {
 			return true

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -57,16 +58,22 @@ type TxnAbort struct {
 // fence moves e's Ongoing transaction to PrepareAbort with markers at a
 // bumped epoch, so the old producer's later requests are fenced, and moves
 // the id to the epoch after it (a new producer id when the epoch is
-// exhausted). Called with e.op and e.mu held.
-func (dp *DataPlane) fence(e *txnEntry) {
+// exhausted). When no new id can be reserved it returns the error and e is
+// unchanged. Called with e.op and e.mu held.
+func (dp *DataPlane) fence(ctx context.Context, e *txnEntry) error {
+	pid, epoch := e.pid, e.epoch+1
+	if epochExhausted(epoch) {
+		var err error
+		if pid, err = dp.pids.id(ctx); err != nil {
+			return err
+		}
+		epoch = 0
+	}
 	e.markerPID, e.markerEpoch = e.pid, e.epoch+1
 	e.prevPID, e.prevEpoch = e.pid, e.epoch
-	if epochExhausted(e.markerEpoch) {
-		e.pid, e.epoch = dp.nextPID.Add(1)-1, 0
-	} else {
-		e.epoch = e.markerEpoch
-	}
+	e.pid, e.epoch = pid, epoch
 	e.state = txnPrepareAbort
+	return nil
 }
 
 // prepare moves e's Ongoing transaction to PrepareCommit or PrepareAbort
@@ -80,33 +87,42 @@ func (e *txnEntry) prepare(commit bool) {
 }
 
 // complete finishes e's PrepareCommit or PrepareAbort: a marker in every
-// partition the transaction appended to, then (commit) the staged group
-// offsets through mirror.GroupOffsets, then CompleteCommit/CompleteAbort.
-// Each done step is forgotten, so after an error a later call resumes where
-// this one stopped (the entry stays in its Prepare state meanwhile). Called
-// with e.op held; reason is non-zero for a site-initiated abort.
-func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) error {
+// partition this site appended the transaction's data to, then (commit) the
+// staged group offsets through mirror.GroupOffsets, then
+// CompleteCommit/CompleteAbort. Each done step is forgotten, so after an
+// error a later call resumes where this one stopped (the entry stays in its
+// Prepare state meanwhile). A partition that became a mirror partition
+// (read-only) since gets no marker and is forgotten: it returns how many,
+// over every call that worked on this completion.
+// Called with e.op held; reason is non-zero for a site-initiated abort.
+func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) (skipped int, err error) {
 	e.mu.Lock()
 	commit := e.state == txnPrepareCommit
 	pid, epoch := e.markerPID, e.markerEpoch
 	parts := make([]mirror.TopicPartition, 0, len(e.data))
-	for tp := range e.data {
+	bounds := make(map[mirror.TopicPartition]int64, len(e.data))
+	for tp, from := range e.data {
 		parts = append(parts, tp)
+		bounds[tp] = from
 	}
 	e.mu.Unlock()
-	sort.Slice(parts, func(i, j int) bool {
-		if parts[i].Topic != parts[j].Topic {
-			return parts[i].Topic < parts[j].Topic
-		}
-		return parts[i].Partition < parts[j].Partition
-	})
+	sortPartitions(parts)
 	for _, tp := range parts {
-		ev, err := dp.writeMarker(tp, fetcher.TxnMarker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit,
-			Timestamp: time.Now().UnixMilli()}, nil)
-		if err != nil {
-			return fmt.Errorf("dataplane: transaction %q: marker in %s-%d: %w", e.id, tp.Topic, tp.Partition, err)
+		from := bounds[tp]
+		ours := func(l fetcher.Log) bool {
+			t, ok := openTxn(l, pid)
+			return ok && t.FirstOffset >= from
 		}
-		if ev != nil && reason != 0 && dp.cfg.OnTxnAbort != nil {
+		ev, err := dp.writeMarker(tp, fetcher.TxnMarker{ProducerID: pid, ProducerEpoch: epoch, Commit: commit,
+			Timestamp: time.Now().UnixMilli(), OnlyIfWritable: true}, ours)
+		switch {
+		case errors.Is(err, fetcher.ErrReadOnly):
+			e.mu.Lock()
+			e.skipped++
+			e.mu.Unlock()
+		case err != nil:
+			return 0, fmt.Errorf("dataplane: transaction %q: marker in %s-%d: %w", e.id, tp.Topic, tp.Partition, err)
+		case ev != nil && reason != 0 && dp.cfg.OnTxnAbort != nil:
 			ev.Reason, ev.TransactionalID = reason, e.id
 			dp.cfg.OnTxnAbort(*ev)
 		}
@@ -116,7 +132,7 @@ func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) error {
 	}
 	if commit {
 		if err := dp.commitStaged(e); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	e.mu.Lock()
@@ -125,8 +141,31 @@ func (dp *DataPlane) complete(e *txnEntry, reason AbortReason) error {
 	if commit {
 		e.state = txnCompleteCommit
 	}
+	skipped = e.skipped
 	e.resetTxn()
-	return nil
+	e.partialCommit = commit && skipped > 0
+	return skipped, nil
+}
+
+// sortPartitions orders tps by topic, then partition.
+func sortPartitions(tps []mirror.TopicPartition) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+}
+
+// wroteToMirror reports whether a partition e's transaction appended to is
+// now a mirror partition (read-only). Called with e.mu held.
+func (dp *DataPlane) wroteToMirror(e *txnEntry) bool {
+	for tp := range e.data {
+		if dp.readOnly(tp) {
+			return true
+		}
+	}
+	return false
 }
 
 // commitStaged commits the offsets TxnOffsetCommit staged in e, group by
@@ -162,8 +201,11 @@ var errNoGroupStore = errors.New("dataplane: the destination keeps no group offs
 // writeMarker writes m into tp under the partition's producer-state lock and
 // returns what it wrote, or nil when the producer has no open transaction
 // there (nothing was appended, or a fence already closed it), or the topic
-// no longer exists. check, when set, is called under the lock with the
-// producer's open transaction and may veto the write (orphans).
+// no longer exists. check, when set, is called under the lock and may veto
+// the write (the open transaction is not the one this site accepted; an
+// orphan no longer is one). A marker with m.OnlyIfWritable into a partition
+// that is read-only returns an error Is(fetcher.ErrReadOnly), nothing
+// written.
 func (dp *DataPlane) writeMarker(tp mirror.TopicPartition, m fetcher.TxnMarker, check func(fetcher.Log) bool) (*TxnAbort, error) {
 	spec, ok := dp.dst.Topic(tp.Topic)
 	if !ok {
@@ -187,8 +229,11 @@ func (dp *DataPlane) writeMarker(tp mirror.TopicPartition, m fetcher.TxnMarker, 
 	end := part.log.LogEndOffset()
 	off, err := fetcher.WriteTxnMarker(part.log, m)
 	var me *fetcher.MarkerError
-	if errors.As(err, &me) {
+	switch {
+	case errors.As(err, &me):
 		return nil, nil // nothing of this producer open at or below the marker's epoch
+	case errors.Is(err, fetcher.ErrReadOnly):
+		return nil, err
 	}
 	if err != nil {
 		pp.loadedEnd = -1

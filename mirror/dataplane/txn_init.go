@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,8 +16,10 @@ import (
 // An open transaction is aborted first, its markers written at the bumped
 // epoch. A producer passing its id and epoch (v3+, KIP-360) must pass the
 // current ones, or the previous ones of a bump whose answer it lost;
-// anything else is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4).
-func (dp *DataPlane) initTxnProducer(r *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) {
+// anything else is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). New
+// producer ids come from the durable blocks (pidAllocator); when none can be
+// reserved the id is left as it was and the answer is pidCode's.
+func (dp *DataPlane) initTxnProducer(ctx context.Context, r *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) {
 	id := *r.TransactionalID
 	timeout := time.Duration(r.TransactionTimeoutMillis) * time.Millisecond
 	switch {
@@ -30,7 +33,7 @@ func (dp *DataPlane) initTxnProducer(r *kmsg.InitProducerIDRequest, resp *kmsg.I
 	e := dp.coord.getOrCreate(id)
 	e.op.Lock()
 	defer e.op.Unlock()
-	if pending(e) && dp.complete(e, 0) != nil {
+	if pending(e) && completeErr(dp.complete(e, 0)) != nil {
 		resp.ErrorCode = codeConcurrentTransactions
 		return
 	}
@@ -52,26 +55,41 @@ func (dp *DataPlane) initTxnProducer(r *kmsg.InitProducerIDRequest, resp *kmsg.I
 	}
 	e.timeout = timeout
 	if e.state == txnOngoing {
-		dp.fence(e)
+		if err := dp.fence(ctx, e); err != nil {
+			e.mu.Unlock()
+			resp.ErrorCode = pidCode(err)
+			return
+		}
 		e.mu.Unlock()
-		if err := dp.complete(e, AbortFenced); err != nil {
+		if _, err := dp.complete(e, AbortFenced); err != nil {
 			resp.ErrorCode = codeConcurrentTransactions // retried by the client and the check loop
 			return
 		}
 		e.mu.Lock()
 	} else {
-		e.prevPID, e.prevEpoch = e.pid, e.epoch
+		pid, epoch := e.pid, e.epoch+1
 		if e.pid < 0 || epochExhausted(e.epoch) {
-			e.pid, e.epoch = dp.nextPID.Add(1)-1, 0
-		} else {
-			e.epoch++
+			var err error
+			if pid, err = dp.pids.id(ctx); err != nil {
+				e.mu.Unlock()
+				resp.ErrorCode = pidCode(err)
+				return
+			}
+			epoch = 0
 		}
+		e.prevPID, e.prevEpoch = e.pid, e.epoch
+		e.pid, e.epoch = pid, epoch
 	}
 	e.state = txnEmpty
 	e.resetTxn()
 	resp.ProducerID, resp.ProducerEpoch = e.pid, e.epoch
 	e.mu.Unlock()
 }
+
+// completeErr is complete's error, for callers to whom a skipped partition
+// (now a mirror partition) is no failure: an abort there loses nothing, the
+// transaction's records were never committed.
+func completeErr(_ int, err error) error { return err }
 
 // pending reports whether e is in a Prepare state (markers or offsets not
 // yet all written).

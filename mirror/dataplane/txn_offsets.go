@@ -16,7 +16,10 @@ import (
 // AddOffsetsToTxn and reach mirror.GroupOffsets only when the transaction
 // commits (dropped on abort). As OffsetCommit, only simple commits are
 // accepted (generation -1, no member id): the data plane keeps no group
-// membership, so a member's commit is UNKNOWN_MEMBER_ID.
+// membership, so a member's commit is UNKNOWN_MEMBER_ID. A partition of a
+// mirror topic that is not STOPPED is READ_ONLY_TOPIC (its group offsets are
+// the source's, synced by the mirror) and the other partitions
+// OPERATION_NOT_ATTEMPTED: nothing is staged.
 func (dp *DataPlane) txnOffsetCommit(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.TxnOffsetCommitRequest)
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
@@ -30,17 +33,22 @@ func (dp *DataPlane) txnOffsetCommit(_ context.Context, req kmsg.Request) (kmsg.
 		code = codeUnknownMemberID
 	}
 	staged := map[mirror.TopicPartition]int64{}
+	refused := map[mirror.TopicPartition]int16{}
 	for _, rt := range r.Topics {
 		spec, ok := dp.dst.Topic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			tp := mirror.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
-			if code == fetcher.CodeNone && (!ok || rp.Partition < 0 || rp.Partition >= spec.Partitions) {
-				code = fetcher.CodeUnknownTopicOrPartition
+			switch pc := dp.txnPartitionCode(spec, ok, tp); {
+			case code != fetcher.CodeNone:
+			case pc == int16(admin.CodeReadOnlyTopic):
+				refused[tp] = pc
+			case pc != fetcher.CodeNone:
+				code = pc
 			}
 			staged[tp] = rp.Offset
 		}
 	}
-	if code == fetcher.CodeNone {
+	if code == fetcher.CodeNone && len(refused) == 0 {
 		code = dp.stageOffsets(r, staged)
 	}
 	for _, rt := range r.Topics {
@@ -49,6 +57,12 @@ func (dp *DataPlane) txnOffsetCommit(_ context.Context, req kmsg.Request) (kmsg.
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			p.Partition, p.ErrorCode = rp.Partition, code
+			if code == fetcher.CodeNone && len(refused) > 0 {
+				p.ErrorCode = codeOperationNotAttempted
+				if rc, ok := refused[mirror.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok {
+					p.ErrorCode = rc
+				}
+			}
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)

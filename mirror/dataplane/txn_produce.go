@@ -1,23 +1,28 @@
 package dataplane
 
 import (
+	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
 )
 
 // txnCheck validates one partition's batches against the transaction
-// coordinator. Without a transactional id every batch must be
+// coordinator. A transactional produce to a mirror partition that is not
+// STOPPED is READ_ONLY_TOPIC before anything else: its open transactions are
+// the source's, and no producer of this site takes part in them. Without a transactional id every batch must be
 // non-transactional (INVALID_TXN_STATE: a transaction no coordinator knows
 // could never be ended). With one, every batch must be transactional
 // (INVALID_RECORD) and of the id's current producer id
 // (INVALID_PRODUCER_ID_MAPPING) and epoch (INVALID_PRODUCER_EPOCH), in an
 // Ongoing transaction the partition was added to (INVALID_TXN_STATE). On
-// success with an id, the entry is returned with e.mu held and the partition
-// recorded as written (it gets a marker even if the append fails part way:
-// a marker where nothing is open is skipped); the caller unlocks after the
-// append. Called with the partition's producer-state mutex held.
+// success with an id, the entry is returned with e.mu held; the caller
+// records what it appended with e.accepted and unlocks after the append.
+// Called with the partition's producer-state mutex held.
 func (dp *DataPlane) txnCheck(txnID *string, tp mirror.TopicPartition, batches []records.Batch) (*txnEntry, int16, string) {
+	if txnID != nil && dp.readOnly(tp) {
+		return nil, int16(admin.CodeReadOnlyTopic), "a mirror partition that is not STOPPED takes no part in transactions of this site"
+	}
 	if txnID == nil {
 		for _, b := range batches {
 			if b.Attributes().IsTransactional() {
@@ -53,6 +58,18 @@ func (dp *DataPlane) txnCheck(txnID *string, tp mirror.TopicPartition, batches [
 		e.mu.Unlock()
 		return nil, code, msg
 	}
-	e.data[tp] = true
 	return e, fetcher.CodeNone, ""
+}
+
+// readOnly reports whether tp is a mirror partition that is not STOPPED, by
+// the Destination's flag or its log's (SetReadOnly sets the log's first when
+// a mirror starts, the Destination's first when it stops). No transaction of
+// this site's clients may add it, write to it, stage offsets for it or end
+// in it.
+func (dp *DataPlane) readOnly(tp mirror.TopicPartition) bool {
+	if dp.dst.ReadOnly(tp.Topic, tp.Partition) {
+		return true
+	}
+	l, err := dp.dst.Log(tp.Topic, tp.Partition)
+	return err == nil && l.ReadOnly()
 }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"time"
 
 	"github.com/kmirror/kmirror/fetcher"
@@ -41,16 +42,15 @@ func (dp *DataPlane) checkTransactions(now time.Time) {
 	for _, e := range dp.coord.all() {
 		e.op.Lock()
 		e.mu.Lock()
-		expired := e.state == txnOngoing && now.Sub(e.started) > e.timeout
-		if expired {
-			dp.fence(e)
-		}
+		// A fence that cannot reserve a new producer id leaves the entry
+		// Ongoing: tried again at the next check.
+		expired := e.state == txnOngoing && now.Sub(e.started) > e.timeout && dp.fence(context.Background(), e) == nil
 		e.mu.Unlock()
 		switch {
 		case expired:
-			_ = dp.complete(e, AbortTimeout) // on error the entry stays PrepareAbort: resumed next time
+			_, _ = dp.complete(e, AbortTimeout) // on error the entry stays PrepareAbort: resumed next time
 		case pending(e):
-			_ = dp.complete(e, 0)
+			_, _ = dp.complete(e, 0)
 		}
 		e.op.Unlock()
 	}
@@ -108,7 +108,8 @@ func (dp *DataPlane) abortOrphan(k orphanKey) {
 		t, ok := openTxn(l, k.pid)
 		return ok && !l.ReadOnly() && t.ProducerEpoch == k.epoch && t.FirstOffset == k.firstOffset && !dp.coord.owns(k.tp, k.pid)
 	}
-	ev, err := dp.writeMarker(k.tp, fetcher.TxnMarker{ProducerID: k.pid, ProducerEpoch: k.epoch, Timestamp: time.Now().UnixMilli()}, still)
+	ev, err := dp.writeMarker(k.tp, fetcher.TxnMarker{ProducerID: k.pid, ProducerEpoch: k.epoch, Timestamp: time.Now().UnixMilli(),
+		OnlyIfWritable: true}, still)
 	if err != nil || ev == nil {
 		return // retried at the next check while still open
 	}

@@ -75,29 +75,32 @@ func (dp *DataPlane) addPartitionsToTxn(_ context.Context, req kmsg.Request) (km
 
 // addTxnPartitions adds (or, VerifyOnly, checks) one transaction's
 // partitions. An unknown topic or partition fails with
-// UNKNOWN_TOPIC_OR_PARTITION and leaves the others OPERATION_NOT_ATTEMPTED;
-// otherwise every partition gets the coordinator's code.
+// UNKNOWN_TOPIC_OR_PARTITION, a mirror partition that is not STOPPED with
+// READ_ONLY_TOPIC (a transaction of this site never takes part in the
+// source's transactions), and either leaves the others
+// OPERATION_NOT_ATTEMPTED, nothing added; otherwise every partition gets
+// the coordinator's code.
 func (dp *DataPlane) addTxnPartitions(tx kmsg.AddPartitionsToTxnRequestTransaction, version int16) kmsg.AddPartitionsToTxnResponseTransaction {
 	out := kmsg.NewAddPartitionsToTxnResponseTransaction()
 	out.TransactionalID = tx.TransactionalID
 	var tps []mirror.TopicPartition
-	unknown := map[mirror.TopicPartition]bool{}
+	refused := map[mirror.TopicPartition]int16{}
 	for _, rt := range tx.Topics {
 		spec, ok := dp.dst.Topic(rt.Topic)
 		for _, p := range rt.Partitions {
 			tp := mirror.TopicPartition{Topic: rt.Topic, Partition: p}
 			tps = append(tps, tp)
-			if !ok || p < 0 || p >= spec.Partitions {
-				unknown[tp] = true
+			if code := dp.txnPartitionCode(spec, ok, tp); code != fetcher.CodeNone {
+				refused[tp] = code
 			}
 		}
 	}
 	codes := map[mirror.TopicPartition]int16{}
-	if len(unknown) > 0 {
+	if len(refused) > 0 {
 		for _, tp := range tps {
 			codes[tp] = codeOperationNotAttempted
-			if unknown[tp] {
-				codes[tp] = fetcher.CodeUnknownTopicOrPartition
+			if code, ok := refused[tp]; ok {
+				codes[tp] = code
 			}
 		}
 	} else {
@@ -118,6 +121,19 @@ func (dp *DataPlane) addTxnPartitions(tx kmsg.AddPartitionsToTxnRequestTransacti
 		out.Topics[i].Partitions = append(out.Topics[i].Partitions, p)
 	}
 	return out
+}
+
+// txnPartitionCode is the code of a partition a transaction names (spec, ok
+// from dp.dst.Topic): UNKNOWN_TOPIC_OR_PARTITION, READ_ONLY_TOPIC for a
+// mirror partition that is not STOPPED, else NONE.
+func (dp *DataPlane) txnPartitionCode(spec mirror.TopicSpec, ok bool, tp mirror.TopicPartition) int16 {
+	switch {
+	case !ok || tp.Partition < 0 || tp.Partition >= spec.Partitions:
+		return fetcher.CodeUnknownTopicOrPartition
+	case dp.readOnly(tp):
+		return int16(admin.CodeReadOnlyTopic)
+	}
+	return fetcher.CodeNone
 }
 
 // txnAddPartitions is the coordinator's part of addTxnPartitions.
@@ -192,6 +208,21 @@ func (dp *DataPlane) addOffsetsToTxn(_ context.Context, req kmsg.Request) (kmsg.
 // Empty id INVALID_TXN_STATE. If completing fails (a log write error) the
 // id stays in its Prepare state and the answer is CONCURRENT_TRANSACTIONS:
 // the client retries, and the retry (or the check loop) resumes it.
+//
+// Markers go only into partitions this site appended the transaction's data
+// to, and never into a mirror partition (read-only: its open transactions
+// are the source's). A transaction that wrote to a partition which became a
+// mirror partition since cannot commit whole: a COMMIT aborts it instead
+// (ABORT markers in its writable partitions) and answers
+// TRANSACTION_ABORTABLE, so the client aborts (answered NONE) and retries
+// the transaction. Its records in the mirror partition get no marker and are
+// never committed there: the mirror's PREPARING truncates them as a
+// divergence from the source, or STOPPING aborts them with every open
+// transaction. If the partition turns read-only while the commit's markers
+// are being written, the others are committed and the answer is
+// READ_ONLY_TOPIC, and so is every retry of that EndTxn: the client learns
+// that the commit did not reach every partition. An ABORT skips such a
+// partition and answers NONE.
 func (dp *DataPlane) endTxn(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
@@ -205,10 +236,15 @@ func (dp *DataPlane) endTxn(_ context.Context, req kmsg.Request) (kmsg.Response,
 	e.mu.Lock()
 	state := e.state
 	resp.ProducerID, resp.ProducerEpoch = e.pid, e.epoch
+	downgraded := false
 	switch {
 	case state == txnOngoing:
-		e.prepare(r.Commit)
+		downgraded = r.Commit && dp.wroteToMirror(e)
+		e.prepare(r.Commit && !downgraded)
 	case state == txnCompleteCommit && r.Commit, state == txnCompleteAbort && !r.Commit:
+		if state == txnCompleteCommit && e.partialCommit {
+			resp.ErrorCode = int16(admin.CodeReadOnlyTopic) // as the first answer was
+		}
 		e.mu.Unlock()
 		return resp, nil
 	case state == txnPrepareCommit && r.Commit, state == txnPrepareAbort && !r.Commit:
@@ -218,8 +254,14 @@ func (dp *DataPlane) endTxn(_ context.Context, req kmsg.Request) (kmsg.Response,
 		return resp, nil
 	}
 	e.mu.Unlock()
-	if err := dp.complete(e, 0); err != nil {
+	skipped, err := dp.complete(e, 0)
+	switch {
+	case downgraded:
+		resp.ErrorCode = codeTransactionAbortable // an unfinished abort is resumed by the client's EndTxn(abort)
+	case err != nil:
 		resp.ErrorCode = codeConcurrentTransactions
+	case skipped > 0 && r.Commit:
+		resp.ErrorCode = int16(admin.CodeReadOnlyTopic)
 	}
 	return resp, nil
 }

@@ -1,7 +1,7 @@
 // Package dest holds the contract between kmirror and the host's destination cluster:
 // the Destination interface, its optional capabilities (ReplicaWaiter, GroupOffsets,
-// ClientAdmin, ACLStore; ShareGroupOffsets and ReplicaPlacement in share.go and
-// replication.go) and the types they exchange. It imports no other kmirror package but
+// ClientAdmin, ACLStore; ShareGroupOffsets, ReplicaPlacement and ProducerIDAllocator in
+// share.go, replication.go and producerids.go) and the types they exchange. It imports no other kmirror package but
 // fetcher, admin and records, so a Destination implementation
 // (mirror/localdest, or the host's own) and the mirror facade can both depend on it;
 // package mirror re-exports every name.

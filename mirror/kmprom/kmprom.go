@@ -58,6 +58,7 @@ type Metrics struct {
 	fetchErrs    *prometheus.CounterVec
 	truncations  *prometheus.CounterVec
 	gapOffsets   *prometheus.CounterVec
+	localLost    *prometheus.CounterVec
 	bumps        *prometheus.CounterVec
 	transitions  *prometheus.CounterVec
 	stopping     *prometheus.HistogramVec
@@ -104,7 +105,8 @@ func New(namespace string, opts ...Opt) *Metrics {
 		fetchLatency: histogram("fetch_latency_seconds", "Fetch round trips to each source broker, long-poll wait included.", "mirror", "broker"),
 		fetchReqErrs: counter("fetch_request_errors_total", "Fetch requests to a source broker that failed as a whole.", "mirror", "broker"),
 		fetchErrs:    counter("fetch_partition_errors_total", "Partition error codes in Fetch answers of a source broker.", "mirror", "broker", "code"),
-		truncations:  counter("truncations_total", "Truncations of destination logs by the fetcher, by cause (divergence, out_of_range).", "mirror", "topic", "cause"),
+		truncations:  counter("truncations_total", "Truncations of destination logs, by cause (divergence, out_of_range: the fetcher; start: an allowed removal by PREPARING).", "mirror", "topic", "cause"),
+		localLost:    counter("removed_local_records_total", "Records written on this site that PREPARING removed because their start allowed it (AllowTruncation).", "mirror", "topic"),
 		gapOffsets:   counter("gap_offsets_total", "Source offsets that will never be mirrored: the fetch offset was below the source log start.", "mirror", "topic"),
 		bumps:        counter("leader_epoch_bumps_total", "Raises of the destination leader epoch, by cause (ahead, state).", "mirror", "topic", "cause"),
 		transitions:  counter("state_transitions_total", "Durable actual-state changes of mirror partitions.", "mirror", "from", "to"),
@@ -115,7 +117,7 @@ func New(namespace string, opts ...Opt) *Metrics {
 		adminLatency: histogram("admin_request_latency_seconds", "Mirror RPCs served, by API.", "api"),
 	}
 	c.reg.MustRegister(m.state, m.lagOffsets, m.lagSeconds, m.bytes, m.records, m.fetchLatency, m.fetchReqErrs,
-		m.fetchErrs, m.truncations, m.gapOffsets, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
+		m.fetchErrs, m.truncations, m.gapOffsets, m.localLost, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
 		m.adminReqs, m.adminLatency)
 	return m
 }
@@ -234,6 +236,10 @@ func (m *Metrics) Fetch(name string, broker int32, latency time.Duration, err er
 // Truncation implements mirror.Metrics.
 func (m *Metrics) Truncation(p mirror.PartitionRef, cause mirror.TruncationCause, lost int64) {
 	m.truncations.WithLabelValues(p.Mirror, p.Topic, string(cause)).Inc()
+	if cause == mirror.TruncationStart {
+		m.localLost.WithLabelValues(p.Mirror, p.Topic).Add(float64(lost))
+		return
+	}
 	if lost > 0 {
 		m.gapOffsets.WithLabelValues(p.Mirror, p.Topic).Add(float64(lost))
 	}

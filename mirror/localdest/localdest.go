@@ -2,7 +2,7 @@
 // (OpenFile, the embedded default, one FileLog directory per partition under a locked
 // root) or in memory (NewMemory, for tests and simulations). It implements
 // dest.Destination and the optional dest.GroupOffsets, dest.ClientAdmin,
-// dest.ACLStore, dest.ShareGroupOffsets and dest.ReplicaPlacement. Package mirror re-exports it as mirror.LocalDestination.
+// dest.ACLStore, dest.ShareGroupOffsets, dest.ReplicaPlacement and dest.ProducerIDAllocator. Package mirror re-exports it as mirror.LocalDestination.
 package localdest
 
 import (
@@ -27,8 +27,9 @@ import (
 
 // LocalDestination is the Destination kmirror ships. Opened with OpenFile it
 // is the embedded default: one FileLog directory per partition under its root
-// (fetcher.PartitionDir), topic metadata and read-only flags in kmirror-topics.json and
-// group offsets in kmirror-groups.json, both replaced atomically. Made with
+// (fetcher.PartitionDir), topic metadata and read-only flags in kmirror-topics.json,
+// group offsets in kmirror-groups.json and the producer-id blocks handed out
+// (dest.ProducerIDAllocator) in kmirror-producer-ids.json, each replaced atomically. Made with
 // NewMemory it keeps everything in memory on MemoryLogs, for tests and
 // simulations.
 type LocalDestination struct {
@@ -49,6 +50,8 @@ type LocalDestination struct {
 	shares   *shareStore // share-group start offsets (share.go)
 	// replicationFactor of new topics, 0 = 1 (replication.go)
 	replicationFactor atomic.Int32
+	pidMu             sync.Mutex  // serializes AllocateProducerIDs
+	pids              producerIDs // guarded by pidMu (producerids.go)
 }
 
 type fileDestMeta struct {
@@ -109,6 +112,9 @@ func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDest
 	if d.shares, err = openShareStore(root); err != nil {
 		return nil, err
 	}
+	if d.pids, err = openProducerIDs(root, clusterID); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -128,6 +134,7 @@ func newLocalDestination(clusterID string, open func(string, int32) (fetcher.Log
 		active: map[string]bool{},
 		groups: map[string]map[string]int64{},
 		shares: &shareStore{groups: map[string]map[string]int64{}},
+		pids:   newProducerIDs(clusterID),
 	}
 }
 

@@ -471,7 +471,7 @@ func (r *run) startMirror(d, s *site) error {
 			}
 		}
 	}
-	res, err := m.StartMirrorTopics(ctx, name, []string{topic}, mirror.StartOptions{})
+	res, err := m.StartMirrorTopics(ctx, name, []string{topic}, mirror.StartOptions{AllowTruncation: true}) // the model predicts every cut (cuts above)
 	if err != nil {
 		return fmt.Errorf("mirrorsim: start %s on %s: %w", name, d.name, err)
 	}

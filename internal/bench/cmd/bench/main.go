@@ -30,7 +30,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func run() int {
+func run() (code int) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./internal/bench/cmd/bench [flags]\n\n"+
@@ -73,6 +73,16 @@ func run() int {
 		}
 		return 2
 	}
+	// Every run or render that succeeds renews the summary that opens the document,
+	// from the results files of both benchmarks.
+	defer func() {
+		if code == 0 && *md != "" {
+			if err := bench.WriteSummary(*md, *outJSON, *latJSON); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: summary:", err)
+				code = 1
+			}
+		}
+	}()
 	cfg := bench.Config{
 		SourceBrokers: splitList(*a), DestBrokers: splitList(*b),
 		DataBytes: *mb << 20, RecordBytes: *recordBytes, Partitions: int32(*partitions), ReplicationFactor: int16(*rf),
