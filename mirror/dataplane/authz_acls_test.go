@@ -230,7 +230,11 @@ func TestACLRPCsWithoutEnforcement(t *testing.T) {
 
 	dst := mirror.NewMemoryDestination("c", fetcher.MemoryLogOptions{})
 	defer dst.Close()
-	dp, err := New(Config{Destination: struct{ mirror.Destination }{dst}, AdvertisedHost: "h", AdvertisedPort: 1})
+	noACLs := struct {
+		mirror.Destination
+		mirror.ProducerIDAllocator
+	}{dst, dst}
+	dp, err := New(Config{Destination: noACLs, AdvertisedHost: "h", AdvertisedPort: 1})
 	require.NoError(t, err)
 	defer dp.Close()
 	for _, a := range dp.APIs() {
