@@ -32,6 +32,18 @@
 // the Authorizer checks of spec §16.2. Client wraps a *kgo.Client with one
 // method per RPC.
 //
+// # Authentication
+//
+// ServerConfig.TLS runs TLS on every connection; a client certificate names
+// the principal (CertificatePrincipal: Kafka's default mapping, the subject
+// in RFC 2253 form). ServerConfig.SASL requires SASL PLAIN or
+// SCRAM-SHA-256/512 (package scram) before anything but ApiVersions is
+// served, with Kafka's SaslHandshake/SaslAuthenticate semantics; the SASL
+// user is then the principal every handler, authorizer and log sees
+// (RequestContext.Principal). A connection not yet authenticated may send
+// frames of MaxUnauthenticatedFrame at most and must finish within
+// SASLConfig.Timeout.
+//
 // # Who calls it
 //
 // The coordinator answers ReadMirrorStates/WriteMirrorStates with these

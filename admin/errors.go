@@ -38,6 +38,8 @@ const (
 	CodeInvalidTopic                     Code = 17
 	CodeTopicAuthorizationFailed         Code = 29
 	CodeClusterAuthorizationFailed       Code = 31
+	CodeUnsupportedSaslMechanism         Code = 33
+	CodeIllegalSaslState                 Code = 34
 	CodeUnsupportedVersion               Code = 35
 	CodeTopicAlreadyExists               Code = 36
 	CodeInvalidReplicationFactor         Code = 38
@@ -45,8 +47,12 @@ const (
 	CodeNotController                    Code = 41
 	CodeInvalidRequest                   Code = 42
 	CodePolicyViolation                  Code = 44
+	CodeSaslAuthenticationFailed         Code = 58
 	CodeFencedLeaderEpoch                Code = 74
 	CodeInvalidRecord                    Code = 87
+	CodeResourceNotFound                 Code = 91
+	CodeDuplicateResource                Code = 92
+	CodeUnacceptableCredential           Code = 93
 	CodeUnknownTopicID                   Code = 100
 	CodeInconsistentTopicID              Code = 103
 	CodeFencedStateEpoch                 Code = 124
@@ -92,6 +98,8 @@ var codeTable = []CodeInfo{
 	{CodeInvalidTopic, "INVALID_TOPIC_EXCEPTION", false, "The request attempted to perform an operation on an invalid topic."},
 	{CodeTopicAuthorizationFailed, "TOPIC_AUTHORIZATION_FAILED", false, "Topic authorization failed."},
 	{CodeClusterAuthorizationFailed, "CLUSTER_AUTHORIZATION_FAILED", false, "Cluster authorization failed."},
+	{CodeUnsupportedSaslMechanism, "UNSUPPORTED_SASL_MECHANISM", false, "The broker does not support the requested SASL mechanism."},
+	{CodeIllegalSaslState, "ILLEGAL_SASL_STATE", false, "Request is not valid given the current SASL state."},
 	{CodeUnsupportedVersion, "UNSUPPORTED_VERSION", false, "The version of API is not supported."},
 	{CodeTopicAlreadyExists, "TOPIC_ALREADY_EXISTS", false, "The topic already exists, or its id is used by a topic of another name."},
 	{CodeInvalidReplicationFactor, "INVALID_REPLICATION_FACTOR", false, "The replication factor is invalid or cannot be satisfied."},
@@ -99,8 +107,12 @@ var codeTable = []CodeInfo{
 	{CodeNotController, "NOT_CONTROLLER", true, "This is not the correct controller for this cluster."},
 	{CodeInvalidRequest, "INVALID_REQUEST", false, "The request is malformed or its content is not valid."},
 	{CodePolicyViolation, "POLICY_VIOLATION", false, "Request parameters do not satisfy the configured policy."},
+	{CodeSaslAuthenticationFailed, "SASL_AUTHENTICATION_FAILED", false, "SASL Authentication failed."},
 	{CodeFencedLeaderEpoch, "FENCED_LEADER_EPOCH", true, "The leader epoch in the request is older than the epoch on the coordinator."},
 	{CodeInvalidRecord, "INVALID_RECORD", false, "A record was refused by the broker's validation (for example a control batch from a client)."},
+	{CodeResourceNotFound, "RESOURCE_NOT_FOUND", false, "A request illegally referred to a resource that does not exist."},
+	{CodeDuplicateResource, "DUPLICATE_RESOURCE", false, "A request illegally referred to the same resource twice."},
+	{CodeUnacceptableCredential, "UNACCEPTABLE_CREDENTIAL", false, "Requested credential would not meet criteria for acceptability."},
 	{CodeUnknownTopicID, "UNKNOWN_TOPIC_ID", true, "This server does not host this topic ID."},
 	{CodeInconsistentTopicID, "INCONSISTENT_TOPIC_ID", true, "The topic ID does not match the topic name (superseded by TOPIC_ALREADY_EXISTS in the KIP)."},
 	{CodeFencedStateEpoch, "FENCED_STATE_EPOCH", false, "The state epoch in the request is older than the state epoch on the coordinator."},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -44,8 +45,12 @@ type ServerConfig struct {
 	// connection (use it when the listener is a plain TCP listener).
 	TLS *tls.Config
 	// Principal names the principal of a connection (after the TLS
-	// handshake, if any). nil uses DefaultPrincipal.
+	// handshake, if any). nil uses DefaultPrincipal. With SASL, a
+	// connection's principal is the SASL user's once it authenticated.
 	Principal func(net.Conn) string
+	// SASL, when set, requires every connection to authenticate with SASL
+	// before it is served (see SASLConfig).
+	SASL *SASLConfig
 	// OnError, when set, is told about connection-level problems (malformed
 	// frames, handler panics, write errors). It must not block.
 	OnError func(error)
@@ -90,12 +95,13 @@ type ServerConfig struct {
 	MaxExtraRequestSize int32
 }
 
-// DefaultPrincipal returns "User:<subject>" of the TLS client certificate if
-// there is one, and "User:ANONYMOUS" otherwise.
+// DefaultPrincipal returns CertificatePrincipal of the TLS client
+// certificate if there is one ("User:CN=client,OU=eng,O=org", Kafka's
+// default mapping), and "User:ANONYMOUS" otherwise.
 func DefaultPrincipal(c net.Conn) string {
 	if tc, ok := c.(*tls.Conn); ok {
 		if st := tc.ConnectionState(); len(st.PeerCertificates) > 0 {
-			return "User:" + st.PeerCertificates[0].Subject.String()
+			return CertificatePrincipal(st.PeerCertificates[0])
 		}
 	}
 	return "User:ANONYMOUS"
@@ -114,6 +120,8 @@ type Server struct {
 	// requests and bytes are the in-flight budgets (MaxInFlightRequests,
 	// MaxInFlightBytes).
 	requests, bytes *semaphore.Weighted
+	// authFailures counts failed authentications (AuthFailures).
+	authFailures atomic.Uint64
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
@@ -330,7 +338,7 @@ func herrMessage(err error) string { return MessageOf(err) }
 func (s *Server) handleAPIVersions(h header, r kbin.Reader) ([]byte, bool, error) {
 	req := kmsg.NewPtrApiVersionsRequest()
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ApiKeys = append(advertisedKeys(), s.extraKeys()...)
+	resp.ApiKeys = append(append(advertisedKeys(), s.saslKeys()...), s.extraKeys()...)
 	if h.version < 0 || h.version > req.MaxVersion() {
 		resp.Version = 0
 		resp.ErrorCode = int16(CodeUnsupportedVersion)

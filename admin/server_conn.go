@@ -33,12 +33,13 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		_ = c.SetDeadline(time.Time{})
 	}
-	principal := s.cfg.Principal(c)
 	remote := c.RemoteAddr().String()
+	auth := s.newConnAuth(c, s.cfg.Principal(c))
+	defer s.endConnAuth(auth, remote)
 	var frame []byte
 	for {
 		var ok bool
-		if frame, ok = s.serveOne(c, frame, principal, remote); !ok {
+		if frame, ok = s.serveOne(c, frame, auth, remote); !ok {
 			return
 		}
 		if cap(frame) > 1<<20 {
@@ -49,14 +50,14 @@ func (s *Server) serveConn(c net.Conn) {
 
 // serveOne reads, handles and answers one request of c, reusing buf for the
 // frame; false closes the connection.
-func (s *Server) serveOne(c net.Conn, buf []byte, principal, remote string) ([]byte, bool) {
+func (s *Server) serveOne(c net.Conn, buf []byte, auth *connAuth, remote string) ([]byte, bool) {
 	size, err := s.readSize(c)
 	if err != nil {
 		s.reportTimeout(err, remote, "between requests or in a size prefix")
 		return buf, false // EOF or closed: nothing else to report
 	}
-	if size < 8 || size > s.cfg.frameLimit() {
-		s.report(fmt.Errorf("admin: request of %d bytes from %s (limit %d)", size, remote, s.cfg.frameLimit()))
+	if limit := s.frameLimit(auth); size < 8 || size > limit {
+		s.report(fmt.Errorf("admin: request of %d bytes from %s (limit %d)", size, remote, limit))
 		return buf, false
 	}
 	// The API key (the first two bytes) says what decoding may cost.
@@ -77,7 +78,7 @@ func (s *Server) serveOne(c net.Conn, buf []byte, principal, remote string) ([]b
 		s.reportTimeout(err, remote, "in a request body")
 		return frame, false
 	}
-	out, keep, err := s.handleFrame(frame, principal, remote)
+	out, keep, err := s.handleConnFrame(frame, auth, remote)
 	defer out.finish()
 	if err != nil {
 		s.report(err)

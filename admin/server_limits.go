@@ -56,6 +56,9 @@ func (cfg ServerConfig) validate() error {
 	case cfg.MaxExtraRequestSize < 0:
 		return fmt.Errorf("admin: negative MaxExtraRequestSize %d", cfg.MaxExtraRequestSize)
 	}
+	if cfg.SASL != nil {
+		return cfg.SASL.validate()
+	}
 	return nil
 }
 
@@ -92,6 +95,14 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 	}
 	if cfg.MaxInFlightBytes == 0 {
 		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if cfg.SASL != nil { // a copy: the caller's later changes do not reach the server
+		sasl := *cfg.SASL
+		sasl.Mechanisms = append([]string(nil), sasl.Mechanisms...)
+		if sasl.Timeout == 0 {
+			sasl.Timeout = DefaultAuthTimeout
+		}
+		cfg.SASL = &sasl
 	}
 	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxRequestSize, false))
 	if len(cfg.Extra) > 0 {

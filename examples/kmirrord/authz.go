@@ -1,11 +1,7 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,7 +22,10 @@ var unauthorizedKeys = map[int16]string{
 // daemonRules are the authorization rules of the keys kmirrord serves
 // itself, next to the data plane (each Serve checks with dp.Allowed).
 var daemonRules = map[int16]string{
-	int16(kmsg.DescribeConfigs): "DESCRIBE_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for a broker (CLUSTER_AUTHORIZATION_FAILED)",
+	int16(kmsg.DescribeConfigs):              "DESCRIBE_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for a broker (CLUSTER_AUTHORIZATION_FAILED)",
+	int16(kmsg.DescribeUserSCRAMCredentials): "DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED), credentialAPIs",
+	int16(kmsg.AlterUserSCRAMCredentials):    "ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED), credentialAPIs",
+	int16(kmsg.DescribeClientQuotas):         "DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), describeClientQuotasAPI",
 }
 
 // authzRule names the rule that authorizes key on a kmirrord listener: the
@@ -64,44 +63,6 @@ func checkAuthzRules(extra []admin.ExtraAPI) error {
 	if len(missing) > 0 {
 		sort.Ints(missing)
 		return fmt.Errorf("kmirrord: keys %v have no authorization rule", missing)
-	}
-	return nil
-}
-
-// serverTLS builds the listener's TLS config from -tls-cert, -tls-key and
-// -tls-client-ca (nil when -tls-cert is empty). With a client CA, a client
-// certificate is verified against it when the client sends one, and names
-// the principal ("User:" + its subject, admin.DefaultPrincipal); a client
-// without one is User:ANONYMOUS.
-func serverTLS(o *options) (*tls.Config, error) {
-	if o.tlsCert == "" {
-		return nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-	if err != nil {
-		return nil, usagef("-tls-cert/-tls-key: %v", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if o.tlsClientCA != "" {
-		pem, err := os.ReadFile(o.tlsClientCA)
-		if err != nil {
-			return nil, usagef("-tls-client-ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usagef("-tls-client-ca: no PEM certificate in %s", o.tlsClientCA)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
-	}
-	return cfg, nil
-}
-
-// errTLSFlags is a -tls-* combination that cannot work.
-var errTLSFlags = errors.New("-tls-cert and -tls-key go together; -tls-client-ca needs them")
-
-func checkTLSFlags(o *options) error {
-	if (o.tlsCert == "") != (o.tlsKey == "") || (o.tlsClientCA != "" && o.tlsCert == "") {
-		return usagef("%v", errTLSFlags)
 	}
 	return nil
 }

@@ -24,7 +24,20 @@ import (
 // without one, and they are named explicitly.
 func TestEveryServedKeyHasAnAuthzRule(t *testing.T) {
 	require.Equal(t, map[int16]string{18: "ApiVersions", 17: "SaslHandshake", 36: "SaslAuthenticate"}, unauthorizedKeys)
-	d := startRun(t, "-listen", "127.0.0.1:0", "-data", filepath.Join(t.TempDir(), "site"), "-enforce-acls")
+	for _, sasl := range []bool{false, true} {
+		args := []string{"-listen", "127.0.0.1:0", "-data", filepath.Join(t.TempDir(), "site"), "-enforce-acls"}
+		if sasl {
+			args = append(args, "-sasl-mechanisms", "SCRAM-SHA-256", "-add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]")
+		}
+		checkServedKeys(t, startRun(t, args...), sasl)
+	}
+}
+
+// checkServedKeys asks d's ApiVersions (allowed before authentication) and
+// requires a rule for every key but the unauthorized ones.
+func checkServedKeys(t *testing.T, d *daemonRun, sasl bool) {
+	t.Helper()
+	defer d.stop(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.addr))
 	require.NoError(t, err)
 	defer cl.Close()
@@ -34,9 +47,10 @@ func TestEveryServedKeyHasAnAuthzRule(t *testing.T) {
 	require.NoError(t, err)
 	keys := resp.(*kmsg.ApiVersionsResponse).ApiKeys
 	require.NotEmpty(t, keys)
-	var mirrorRPCs, acls int
+	var mirrorRPCs, acls, saslKeys int
 	for _, k := range keys {
 		if _, ok := unauthorizedKeys[k.ApiKey]; ok {
+			saslKeys++
 			continue
 		}
 		rule, ok := authzRule(k.ApiKey)
@@ -52,14 +66,17 @@ func TestEveryServedKeyHasAnAuthzRule(t *testing.T) {
 	}
 	require.Equal(t, 13, mirrorRPCs, "every mirror RPC is advertised")
 	require.Equal(t, 3, acls, "the ACL RPCs are served")
+	if sasl {
+		require.Equal(t, 3, saslKeys, "ApiVersions, SaslHandshake, SaslAuthenticate")
+	}
 }
 
 // TestUnruledKeyRefusesToStart: -enforce-acls does not serve a key nothing
 // authorizes.
 func TestUnruledKeyRefusesToStart(t *testing.T) {
 	require.NoError(t, checkAuthzRules([]admin.ExtraAPI{{Key: int16(kmsg.Fetch)}, {Key: int16(kmsg.DescribeConfigs)}}))
-	err := checkAuthzRules([]admin.ExtraAPI{{Key: int16(kmsg.Fetch)}, {Key: int16(kmsg.AlterUserSCRAMCredentials)}, {Key: int16(kmsg.ElectLeaders)}})
-	require.ErrorContains(t, err, "[43 51]")
+	err := checkAuthzRules([]admin.ExtraAPI{{Key: int16(kmsg.Fetch)}, {Key: int16(kmsg.AlterPartitionAssignments)}, {Key: int16(kmsg.ElectLeaders)}, {Key: int16(kmsg.DescribeUserSCRAMCredentials)}})
+	require.ErrorContains(t, err, "[43 45]")
 }
 
 // TestAnonymousCannotRunMirrorRPCs: with -enforce-acls an anonymous client

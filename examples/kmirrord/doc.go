@@ -22,19 +22,40 @@
 //     its own (CreateAcls, kept in DIR/kmirror-local-acls.json) and those the
 //     mirrors synced (acls.include), with Kafka's semantics and error codes:
 //     the data plane's keys (dataplane.Config.EnforceACLs), DescribeConfigs,
-//     and the KIP's mirror RPCs through the same decision
-//     (dataplane.DataPlane.Authorizer: CREATE, ALTER or DESCRIBE on the
-//     CLUSTER_MIRROR, CLUSTER_MIRROR_AUTHORIZATION_FAILED; CLUSTER_ACTION on
-//     the cluster for the instance RPCs). Every key the listener serves has
-//     a rule (the daemon refuses to start otherwise); ApiVersions,
-//     SaslHandshake and SaslAuthenticate are the only keys without one.
-//     Off by default: every client may do everything, as on a broker
-//     without an authorizer, and the ACL RPCs answer SECURITY_DISABLED.
-//   - -super-users P1,P2: principals allowed everything with -enforce-acls.
-//   - -tls-cert FILE -tls-key FILE [-tls-client-ca FILE]: TLS on the
-//     listener (PEM). With a client CA a client certificate is verified
-//     when sent and names the principal, "User:" + its subject
-//     (User:CN=alice); a client without one is User:ANONYMOUS.
+//     the credential and quota keys, and the KIP's mirror RPCs through the
+//     same decision (dataplane.DataPlane.Authorizer: CREATE, ALTER or
+//     DESCRIBE on the CLUSTER_MIRROR, CLUSTER_MIRROR_AUTHORIZATION_FAILED;
+//     CLUSTER_ACTION on the cluster for the instance RPCs). Every key the
+//     listener serves has a rule (the daemon refuses to start otherwise);
+//     ApiVersions, SaslHandshake and SaslAuthenticate are the only keys
+//     without one. Off by default: every client may do everything, as on a
+//     broker without an authorizer, and the ACL RPCs answer
+//     SECURITY_DISABLED. The principal is the SASL user (User:alice), else
+//     the client certificate's subject (User:CN=app,O=acme), else
+//     User:ANONYMOUS.
+//   - -super-users P1;P2: principals allowed everything with -enforce-acls
+//     (';' as Kafka's super.users; ',' also separates, except inside a
+//     certificate principal).
+//   - -tls-cert FILE, -tls-key FILE: TLS on the listener (PEM).
+//   - -tls-client-ca FILE: require client certificates of these CAs; the
+//     principal is User: and the subject DN in RFC 2253 form, as Kafka's
+//     default ssl.principal.mapping.rules.
+//   - -sasl-mechanisms M1,M2: every client must authenticate with one of
+//     SCRAM-SHA-512, SCRAM-SHA-256, PLAIN (SASL_SSL with -tls-cert,
+//     SASL_PLAINTEXT without), against the SCRAM credentials stored salted
+//     and hashed in DIR/kmirror-scram-credentials.json (mirror/auth). They
+//     are managed with DescribeUserScramCredentials and
+//     AlterUserScramCredentials (kafka-configs --entity-type users), which
+//     with -enforce-acls need DESCRIBE and ALTER on the cluster.
+//   - -add-scram 'SCRAM-SHA-512=[name=admin,password=secret]': store a
+//     credential before listening (kafka-storage's --add-scram syntax;
+//     repeatable), so the first user needs no network call.
+//   - -allow-anonymous: serve unauthenticated clients on a listener that is
+//     not loopback; without it kmirrord refuses such a listener unless
+//     -sasl-mechanisms or -tls-client-ca is given. Loopback listeners serve
+//     anonymous clients as before.
+//   - failed authentications are logged at most once per client host and
+//     minute, and counted in kmirror_auth_failures_total (-metrics).
 //   - -sync-interval, -log-level, -log-format, -cpuprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama

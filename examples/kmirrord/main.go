@@ -21,6 +21,7 @@ import (
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/mirror/adminhandler"
+	"github.com/kmirror/kmirror/mirror/auth"
 	"github.com/kmirror/kmirror/mirror/dataplane"
 	"github.com/kmirror/kmirror/mirror/kmprom"
 )
@@ -52,9 +53,7 @@ type options struct {
 	metrics      string // host:port of the Prometheus /metrics endpoint, "" for none
 	enforceACLs  bool
 	superUsers   []string
-	tlsCert      string // PEM files of the listener's TLS (authz.go); "" = plaintext
-	tlsKey       string
-	tlsClientCA  string
+	security     securityOptions // TLS, SASL, -add-scram, -allow-anonymous (security.go)
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -121,11 +120,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
-	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "authorize every request (the mirror RPCs and the data plane) with the site's ACLs: its own (CreateAcls) and those its mirrors synced")
-	superUsers := fs.String("super-users", "", "comma-separated `principals` (User:admin) allowed everything with -enforce-acls")
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM `file` of the listener's TLS certificate (default: plaintext)")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM `file` of the key of -tls-cert")
-	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM `file` of the CAs of client certificates; a verified certificate's subject is the principal (User:CN=...)")
+	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "authorize every request (the mirror RPCs and the data plane) with the site's ACLs: its own (CreateAcls) and those its mirrors synced (principals: see -sasl-mechanisms, -tls-client-ca)")
+	superUsers := fs.String("super-users", "", "`principals` allowed everything with -enforce-acls, separated by ';' as Kafka's super.users or by ',' (User:admin;User:CN=ops,O=acme)")
+	o.security.register(fs)
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics (kmirror_*) on `host:port` at /metrics (default: off)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: kmirrord -listen HOST:PORT -data DIR [-cluster-id ID] [flags]\n\nFlags:\n")
@@ -173,7 +170,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if !o.enforceACLs {
 			return nil, usagef("-super-users needs -enforce-acls")
 		}
-		for _, p := range strings.Split(*superUsers, ",") {
+		for _, p := range splitPrincipals(*superUsers) {
 			p = strings.TrimSpace(p)
 			if kind, name, ok := strings.Cut(p, ":"); !ok || kind == "" || name == "" {
 				return nil, usagef("-super-users: %q is not a principal TYPE:NAME (User:admin)", p)
@@ -181,7 +178,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			o.superUsers = append(o.superUsers, p)
 		}
 	}
-	if err := checkTLSFlags(o); err != nil {
+	if err := o.security.check(o.listen); err != nil {
 		return nil, err
 	}
 	if o.clusterID != "" {
@@ -225,7 +222,9 @@ type daemon struct {
 	// metricsSrv serves /metrics (nil without -metrics); metricsAddr is its bound address.
 	metricsSrv  *http.Server
 	metricsAddr net.Addr
-	done        chan error // Serve's result
+	prom        *kmprom.Metrics // nil without -metrics
+	creds       *auth.Store     // the SCRAM credentials of the data directory
+	done        chan error      // Serve's result
 	// served is set once Serve's result was taken from done.
 	served bool
 }
@@ -257,6 +256,9 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if err := persistClusterID(o.data, id, stored); err != nil {
 		return nil, err
 	}
+	if d.creds, err = openCredentials(o.data, o.security.addScram, log); err != nil {
+		return nil, err
+	}
 	mopts := []mirror.Option{mirror.WithLogger(log)}
 	var metrics *kmprom.Metrics
 	if o.metrics != "" {
@@ -267,7 +269,7 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("kmirrord: open mirror state: %w", err)
 	}
-	d.m = m
+	d.m, d.prom = m, metrics
 	if metrics != nil {
 		if err := d.serveMetrics(o.metrics, metrics); err != nil {
 			return nil, err
@@ -282,10 +284,6 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 // listen opens the listener, builds the data plane and the server, and
 // starts serving.
 func (d *daemon) listen(o *options) error {
-	tlsCfg, err := serverTLS(o)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("kmirrord: listen: %w", err)
@@ -303,10 +301,24 @@ func (d *daemon) listen(o *options) error {
 	}
 	d.dp = dp
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
+	extra = append(extra, credentialAPIs(d.creds, dp)...)
+	extra = append(extra, describeClientQuotasAPI(dp))
 	if o.enforceACLs {
 		if err := checkAuthzRules(extra); err != nil {
 			_ = ln.Close()
 			return err
+		}
+	}
+	tlsCfg, err := o.security.tlsConfig()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	var sasl *admin.SASLConfig
+	if len(o.security.saslMechanisms) > 0 {
+		sasl = &admin.SASLConfig{Mechanisms: o.security.saslMechanisms, Credentials: d.creds, OnAuth: newAuthLog(d.log).event}
+		if len(d.creds.Users()) == 0 {
+			d.log.Warn("kmirrord: -sasl-mechanisms without any SCRAM credential: no client can authenticate; add one with -add-scram")
 		}
 	}
 	srv, err := admin.NewServer(admin.ServerConfig{
@@ -314,18 +326,26 @@ func (d *daemon) listen(o *options) error {
 		// The mirror RPCs are authorized with the data plane's decision
 		// (nil, allowing everything, without -enforce-acls).
 		Authorizer: dp.Authorizer(),
-		TLS:        tlsCfg,
 		Extra:      extra,
+		TLS:        tlsCfg,
+		SASL:       sasl,
 		OnError:    d.serverError,
 	})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: server: %w", err)
 	}
+	if d.prom != nil {
+		if err := registerAuthMetrics(d.prom.Registry(), srv); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
 	d.srv, d.ln = srv, ln
 	go func() { d.done <- srv.Serve(ln) }()
 	d.log.Info("kmirrord listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(port)),
-		"data", o.data, "cluster_id", d.dest.ClusterID(), "enforce_acls", o.enforceACLs, "tls", tlsCfg != nil)
+		"data", o.data, "cluster_id", d.dest.ClusterID(), "enforce_acls", o.enforceACLs,
+		"security_protocol", o.security.protocol(), "sasl_mechanisms", strings.Join(o.security.saslMechanisms, ","))
 	return nil
 }
 

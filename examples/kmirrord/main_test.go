@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/kmirror/kmirror/admin"
 )
@@ -98,6 +100,14 @@ func TestBadFlags(t *testing.T) {
 		{"-listen", "127.0.0.1:0", "-data", dir, "-super-users", "User:admin"},
 		{"-listen", "127.0.0.1:0", "-data", dir, "-enforce-acls", "-super-users", "admin"},
 		{"-listen", "127.0.0.1:0", "-data", dir, "-enforce-acls", "-super-users", "User:a,,User:b"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-tls-cert", "c.pem"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-tls-client-ca", "ca.pem"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-sasl-mechanisms", "GSSAPI"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-add-scram", "SCRAM-SHA-512=[name=a]"},
+		{"-listen", "127.0.0.1:0", "-data", dir, "-add-scram", "SCRAM-SHA-512=[name=a,password=b,iterations=1]"},
+		// Not loopback and nobody authenticates.
+		{"-listen", "0.0.0.0:0", "-data", dir},
+		{"-listen", ":0", "-data", dir},
 	} {
 		code, out := runOnce(args...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, out)
@@ -271,4 +281,43 @@ func TestServerErrorLevels(t *testing.T) {
 	require.Contains(t, out, "level=WARN")
 	require.Contains(t, out, "too many open files")
 	require.NotContains(t, out, "truncated request header")
+}
+
+// TestSecureDefault: a non-loopback listener needs authentication or
+// -allow-anonymous; with -sasl-mechanisms it starts.
+func TestSecureDefault(t *testing.T) {
+	code, out := runOnce("-listen", "0.0.0.0:0", "-data", t.TempDir())
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out, "-allow-anonymous")
+	d := startRun(t, "-listen", "0.0.0.0:0", "-advertise", "127.0.0.1:1", "-data", t.TempDir(), "-allow-anonymous")
+	d.stop(t)
+	d = startRun(t, "-listen", "0.0.0.0:0", "-advertise", "127.0.0.1:1", "-data", t.TempDir(), "-sasl-mechanisms", "SCRAM-SHA-512",
+		"-add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]")
+	d.stop(t)
+}
+
+// TestAddScramPersists: -add-scram stores the credential in the data
+// directory (salted and hashed); a restart without it keeps it.
+func TestAddScramPersists(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	d := startRun(t, "-listen", "127.0.0.1:0", "-data", dir, "-sasl-mechanisms", "PLAIN",
+		"-add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]")
+	d.stop(t)
+	data, err := os.ReadFile(filepath.Join(dir, "kmirror-scram-credentials.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(data), "alice")
+	require.NotContains(t, string(data), "alice-secret")
+	d = startRun(t, "-listen", "127.0.0.1:0", "-data", dir, "-sasl-mechanisms", "PLAIN")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.addr), kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = cl.Request(ctx, kmsg.NewPtrMetadataRequest())
+	require.NoError(t, err)
+	bad, err := kgo.NewClient(kgo.SeedBrokers(d.addr), kgo.RequestRetries(0), kgo.SASL(plain.Auth{User: "alice", Pass: "x"}.AsMechanism()))
+	require.NoError(t, err)
+	defer bad.Close()
+	_, err = bad.Request(ctx, kmsg.NewPtrMetadataRequest())
+	require.ErrorIs(t, err, kerr.SaslAuthenticationFailed)
 }

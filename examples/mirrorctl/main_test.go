@@ -164,8 +164,17 @@ func TestMirrorctlLifecycle(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	var op opResult
 	require.NoError(t, json.Unmarshal([]byte(out), &op))
-	require.Equal(t, opResult{Mirror: "m1", Operation: "start", Patterns: []string{"pay.*"},
-		Topics: []topicResult{{Topic: "payments"}}}, op)
+	require.Equal(t, "start", op.Operation)
+	require.Equal(t, []string{"pay.*"}, op.Patterns)
+	require.Len(t, op.Topics, 1)
+	require.Equal(t, "payments", op.Topics[0].Topic)
+	require.Zero(t, op.Topics[0].ErrorCode)
+	// A real start reports the plan it carried out: the topic it created, one empty
+	// partition from UNKNOWN to MIRRORING, nothing removed.
+	require.Len(t, op.Topics[0].Plan, 1)
+	require.Equal(t, "UNKNOWN", op.Topics[0].Plan[0].StateNow)
+	require.Equal(t, "MIRRORING", op.Topics[0].Plan[0].StateAfter)
+	require.Zero(t, op.Topics[0].Plan[0].Removed.Records)
 	require.NoError(t, e.m.WaitForStates(ctx, "m1", []string{"orders", "payments"}, statemachine.Mirroring))
 
 	// List: table and JSON.

@@ -24,6 +24,7 @@ var PureSets = []PureSet{
 	{Dir: "records"},
 	{Dir: "epoch"},
 	{Dir: "statemachine"},
+	{Dir: "admin/scram"},
 	{Dir: "admin", Files: func(name string) bool {
 		return name != "server.go" && name != "client.go" && !strings.HasPrefix(name, "server_") && !strings.HasPrefix(name, "client_")
 	}},

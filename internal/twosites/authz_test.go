@@ -22,10 +22,10 @@ import (
 	"github.com/kmirror/kmirror/admin"
 )
 
-// testPKI is a CA with the certificates the authorization tests use, as PEM
+// certPKI is a CA with the certificates the authorization tests use, as PEM
 // files (each a certificate followed by its unencrypted PKCS#8 key, the
 // keystore form Kafka's PEM support and mirrorctl both read).
-type testPKI struct {
+type certPKI struct {
 	dir    string
 	ca     *x509.Certificate
 	caKey  *ecdsa.PrivateKey
@@ -33,7 +33,7 @@ type testPKI struct {
 	pool   *x509.CertPool
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t *testing.T) *certPKI {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	require.NoError(t, err)
 	ca, err := x509.ParseCertificate(der)
 	require.NoError(t, err)
-	p := &testPKI{dir: t.TempDir(), ca: ca, caKey: key, pool: x509.NewCertPool()}
+	p := &certPKI{dir: t.TempDir(), ca: ca, caKey: key, pool: x509.NewCertPool()}
 	p.pool.AddCert(ca)
 	p.caFile = filepath.Join(p.dir, "ca.pem")
 	require.NoError(t, os.WriteFile(p.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
@@ -53,7 +53,7 @@ func newTestPKI(t *testing.T) *testPKI {
 
 // issue writes a certificate for CN=cn (a server one for 127.0.0.1 when
 // server) and returns its file and the loaded pair.
-func (p *testPKI) issue(t *testing.T, cn string, server bool) (string, tls.Certificate) {
+func (p *certPKI) issue(t *testing.T, cn string, server bool) (string, tls.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func (p *testPKI) issue(t *testing.T, cn string, server bool) (string, tls.Certi
 
 // clientProps writes the client properties (Kafka's and mirrorctl's
 // --command-config) of a TLS client with keystore (none: no certificate).
-func (p *testPKI) clientProps(t *testing.T, name, keystore string) string {
+func (p *certPKI) clientProps(t *testing.T, name, keystore string) string {
 	t.Helper()
 	props := "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=" + p.caFile + "\n"
 	if keystore != "" {
@@ -91,7 +91,7 @@ func (p *testPKI) clientProps(t *testing.T, name, keystore string) string {
 }
 
 // tlsClient is a kgo client of addr over TLS with cert (nil: none).
-func (p *testPKI) tlsClient(t *testing.T, addr string, cert *tls.Certificate, opts ...kgo.Opt) *kgo.Client {
+func (p *certPKI) tlsClient(t *testing.T, addr string, cert *tls.Certificate, opts ...kgo.Opt) *kgo.Client {
 	cfg := &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
@@ -114,9 +114,9 @@ func aclTool(t *testing.T, addr, props string, args ...string) string {
 	return runJava(t, "org.apache.kafka.tools.AclCommand", "", append([]string{"--bootstrap-server", addr, "--command-config", props}, args...)...)
 }
 
-// TestAuthorizationOverTheWire: a kmirrord site with -enforce-acls on a TLS
-// listener, principals by client certificate (User:CN=admin a super user,
-// User:CN=alice, and a client without a certificate, User:ANONYMOUS):
+// TestAuthorizationOverTheWire: a kmirrord site with -enforce-acls on a
+// mutual-TLS listener, principals by client certificate (User:CN=admin a
+// super user, User:CN=alice, and User:CN=mallory, granted nothing):
 //   - Kafka's kafka-acls adds topic, group and cluster ACLs for alice that
 //     then take effect on the data plane, lists them, and removes them;
 //   - a CreateAcls of the CLUSTER_MIRROR resource type (which kafka-acls
@@ -124,8 +124,9 @@ func aclTool(t *testing.T, addr, props string, args ...string) string {
 //     lets alice describe mirror m1 only: her describe of m2, her stop of
 //     m1 and her own grants are refused (CLUSTER_MIRROR_AUTHORIZATION_FAILED,
 //     CLUSTER_AUTHORIZATION_FAILED) and m1 keeps mirroring;
-//   - the anonymous client cannot create, start, stop or delete mirrors, nor
-//     call WriteMirrorStates or BumpLeaderEpochs, and nothing changes.
+//   - mallory (like an anonymous client: TestAnonymousCannotRunMirrorRPCs of
+//     kmirrord) cannot create, start, stop or delete mirrors, nor call
+//     WriteMirrorStates or BumpLeaderEpochs, and nothing changes.
 func TestAuthorizationOverTheWire(t *testing.T) {
 	pki := newTestPKI(t)
 	serverPEM, _ := pki.issue(t, "site-a", true)
@@ -133,7 +134,10 @@ func TestAuthorizationOverTheWire(t *testing.T) {
 	alicePEM, aliceCert := pki.issue(t, "alice", false)
 	adminProps := pki.clientProps(t, "admin", adminPEM)
 	aliceProps := pki.clientProps(t, "alice", alicePEM)
-	anonProps := pki.clientProps(t, "anonymous", "")
+	// -tls-client-ca requires a certificate of every client: the
+	// unauthorized client is mallory, authenticated and granted nothing.
+	malloryPEM, malloryCert := pki.issue(t, "mallory", false)
+	anonProps := pki.clientProps(t, "mallory", malloryPEM)
 
 	src := newSite(t, "SRC")
 	createTopic(t, src.addr, "orders", 1)
@@ -156,7 +160,7 @@ func TestAuthorizationOverTheWire(t *testing.T) {
 	require.Equal(t, int16(0), request[*kmsg.CreateTopicsResponse](t, adminCl, ct).Topics[0].ErrorCode)
 
 	alice := pki.tlsClient(t, a.addr, &aliceCert)
-	anon := pki.tlsClient(t, a.addr, nil)
+	anon := pki.tlsClient(t, a.addr, &malloryCert)
 	metadataCode := func(cl *kgo.Client) int16 {
 		req := kmsg.NewPtrMetadataRequest()
 		mt := kmsg.NewMetadataRequestTopic()
@@ -235,7 +239,7 @@ func TestAuthorizationOverTheWire(t *testing.T) {
 	_, errOut, code = ctlAs(a, aliceProps, "--describe", "--mirror", "m1")
 	require.Equal(t, 0, code, errOut)
 
-	// The anonymous client: every mirror change and instance RPC refused.
+	// Mallory: every mirror change and instance RPC refused.
 	cfgFile := filepath.Join(t.TempDir(), "m3.properties")
 	require.NoError(t, os.WriteFile(cfgFile, []byte("bootstrap.servers="+src.addr+"\n"), 0o600))
 	for _, args := range [][]string{
@@ -249,7 +253,7 @@ func TestAuthorizationOverTheWire(t *testing.T) {
 		require.Equal(t, 1, code, "%v: %s", args, errOut)
 		require.Contains(t, errOut, "CLUSTER_MIRROR_AUTHORIZATION_FAILED", "%v", args)
 	}
-	for _, cert := range []*tls.Certificate{nil, &aliceCert} {
+	for _, cert := range []*tls.Certificate{&malloryCert, &aliceCert} {
 		acl := admin.NewClient(pki.tlsClient(t, a.addr, cert, admin.ClientOpts()...))
 		wr := admin.NewPtrWriteMirrorStatesRequest()
 		wr.MirrorName = "m1"

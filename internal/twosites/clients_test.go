@@ -44,14 +44,14 @@ func request[R kmsg.Response](t testing.TB, cl *kgo.Client, req kmsg.Request) R 
 }
 
 // createTopic creates a plain topic on a site with CreateTopics.
-func createTopic(t testing.TB, addr, topic string, partitions int32) {
+func createTopic(t testing.TB, addr, topic string, partitions int32, opts ...kgo.Opt) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
 	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
 	req.TimeoutMillis = 10000
-	resp := request[*kmsg.CreateTopicsResponse](t, kgoClient(t, addr), req)
+	resp := request[*kmsg.CreateTopicsResponse](t, kgoClient(t, addr, opts...), req)
 	require.Len(t, resp.Topics, 1)
 	require.Equal(t, int16(0), resp.Topics[0].ErrorCode, "create topic %s", topic)
 }
@@ -71,10 +71,10 @@ func topicID(t testing.TB, cl *kgo.Client, topic string) [16]byte {
 
 // produceKgo writes n records to each partition with a kgo idempotent
 // producer (kgo's default) and returns their offsets by partition.
-func produceKgo(t testing.TB, addr, topic string, partitions int32, n int, tag string) map[int32][]int64 {
+func produceKgo(t testing.TB, addr, topic string, partitions int32, n int, tag string, opts ...kgo.Opt) map[int32][]int64 {
 	t.Helper()
-	cl := kgoClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0))
+	cl := kgoClient(t, addr, append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out := map[int32][]int64{}
@@ -95,9 +95,9 @@ func produceKgo(t testing.TB, addr, topic string, partitions int32, n int, tag s
 
 // rawLog reads a partition from offset 0 to its high watermark with raw
 // Fetch requests and returns the record batch bytes exactly as served.
-func rawLog(t testing.TB, addr, topic string, p int32) []byte {
+func rawLog(t testing.TB, addr, topic string, p int32, opts ...kgo.Opt) []byte {
 	t.Helper()
-	cl := kgoClient(t, addr)
+	cl := kgoClient(t, addr, opts...)
 	id := topicID(t, cl, topic)
 	var out []byte
 	for offset := int64(0); ; {
@@ -171,14 +171,14 @@ func dataRecords(t testing.TB, raw []byte) []rec {
 
 // readKgo consumes want[p] records of each partition from offset 0 with a
 // kgo read_committed consumer.
-func readKgo(t testing.TB, addr, topic string, want map[int32]int) map[int32][]rec {
+func readKgo(t testing.TB, addr, topic string, want map[int32]int, opts ...kgo.Opt) map[int32][]rec {
 	t.Helper()
 	parts := map[int32]kgo.Offset{}
 	for p := range want {
 		parts[p] = kgo.NewOffset().At(0)
 	}
-	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	cl := kgoClient(t, addr, append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got := map[int32][]rec{}
