@@ -12,8 +12,9 @@ import (
 type ResourceType int8
 
 // Resource types. Kafka's numbering; ResourceClusterMirror is new in
-// KIP-1279 and its number is an assumption of this package (the KIP's
-// allocation was not available).
+// KIP-1279 and its number is this package's choice (the KIP's allocation
+// was not available): 8, the first code Kafka 4.4's ResourceType (UNKNOWN 0
+// ... USER 7) leaves free; TestResourceTypesAgainstKafka keeps it so.
 const (
 	ResourceTopic         ResourceType = 2
 	ResourceCluster       ResourceType = 4
@@ -80,7 +81,9 @@ const ClusterResourceName = "kafka-cluster"
 
 // Authorizer decides whether principal may perform op on a resource. The
 // host plugs in its ACL store; it must be safe for concurrent use. A nil
-// Authorizer allows everything.
+// Authorizer allows everything. The Server calls it with a context that
+// carries the request's RequestContext (RequestContextFrom), so an
+// implementation can match the client's address.
 type Authorizer interface {
 	Authorize(ctx context.Context, principal string, op Operation, resource ResourceType, name string) bool
 }

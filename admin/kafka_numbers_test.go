@@ -16,15 +16,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// kafkaTablesJava prints Kafka's ApiKeys and Errors tables, one
-// "key|error <number> <NAME>" line each.
+// kafkaTablesJava prints Kafka's ApiKeys, Errors and ACL ResourceType
+// tables, one "key|error|resource <number> <NAME>" line each.
 const kafkaTablesJava = `import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.resource.ResourceType;
 
 public class KafkaTables {
     public static void main(String[] args) {
         for (ApiKeys k : ApiKeys.values()) System.out.println("key " + k.id + " " + k.name());
         for (Errors e : Errors.values()) System.out.println("error " + e.code() + " " + e.name());
+        for (ResourceType r : ResourceType.values()) System.out.println("resource " + r.code() + " " + r.name());
     }
 }
 `
@@ -59,9 +61,9 @@ func kafkaClasspath(t *testing.T) string {
 }
 
 // kafkaTables compiles and runs kafkaTablesJava against the Kafka jars and
-// returns Kafka's API keys and error codes by number. It skips the test when
+// returns Kafka's API keys, error codes and ACL resource types by number. It skips the test when
 // the jars or the JDK are missing, unless KMIRROR_REQUIRE_KAFKA=1.
-func kafkaTables(t *testing.T) (keys map[int16]string, codes map[int16]string) {
+func kafkaTables(t *testing.T) (keys, codes, resources map[int16]string) {
 	skip := func(why string) {
 		if os.Getenv("KMIRROR_REQUIRE_KAFKA") == "1" {
 			t.Fatalf("%s (KMIRROR_REQUIRE_KAFKA=1): run scripts/kafka/kafka.sh install", why)
@@ -90,7 +92,7 @@ func kafkaTables(t *testing.T) (keys map[int16]string, codes map[int16]string) {
 	cmd.Stderr = &stderr
 	out, err = cmd.Output()
 	require.NoError(t, err, "java: %s", stderr.String())
-	keys, codes = map[int16]string{}, map[int16]string{}
+	keys, codes, resources = map[int16]string{}, map[int16]string{}, map[int16]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -102,13 +104,16 @@ func kafkaTables(t *testing.T) (keys map[int16]string, codes map[int16]string) {
 			keys[int16(n)] = f[2]
 		case "error":
 			codes[int16(n)] = f[2]
+		case "resource":
+			resources[int16(n)] = f[2]
 		default:
 			t.Fatalf("unexpected line %q", sc.Text())
 		}
 	}
 	require.NotEmpty(t, keys, "no ApiKeys printed")
 	require.NotEmpty(t, codes, "no Errors printed")
-	return keys, codes
+	require.NotEmpty(t, resources, "no ResourceTypes printed")
+	return keys, codes, resources
 }
 
 // upperSnake turns "CreateClusterMirror" into "CREATE_CLUSTER_MIRROR", the
@@ -168,9 +173,18 @@ func ourCodes() map[int16]string {
 // code of this package clashes with them (see collisions). A Kafka upgrade
 // in kafka.sh thus flags new clashes.
 func TestNumbersDoNotCollideWithKafka(t *testing.T) {
-	keys, codes := kafkaTables(t)
+	keys, codes, resources := kafkaTables(t)
 	require.Empty(t, collisions("API key", ourKeys(), keys))
 	require.Empty(t, collisions("error code", ourCodes(), codes))
+	// ACL resource types: Kafka's own have our numbers, and CLUSTER_MIRROR
+	// (KIP-1279's, not in Kafka 4.4) takes a code Kafka leaves free.
+	ourResources := map[int16]string{}
+	for _, r := range []ResourceType{ResourceTopic, ResourceCluster, ResourceClusterMirror} {
+		ourResources[int16(r)] = r.String()
+	}
+	require.Empty(t, collisions("resource type", ourResources, resources))
+	require.Equal(t, "TOPIC", resources[int16(ResourceTopic)])
+	require.Equal(t, "CLUSTER", resources[int16(ResourceCluster)])
 	t.Logf("checked %d API keys and %d error codes against Kafka's %d keys and %d codes",
 		len(APIs()), len(Codes()), len(keys), len(codes))
 	// The check does catch a clash: the prototype's numbers (ours minus

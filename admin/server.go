@@ -310,7 +310,10 @@ func (s *Server) call(rc *RequestContext, req kmsg.Request) (resp kmsg.Response,
 			err = fmt.Errorf("admin: handler panic on key %d from %s: %v", rc.Key, rc.RemoteAddr, p)
 		}
 	}()
-	resp, herr := Authorize(s.ctx, s.cfg.Authorizer, rc.Principal, req, func(r kmsg.Request) (kmsg.Response, error) {
+	// The Authorizer gets the request's context (RequestContextFrom): an ACL
+	// decision needs the client's address for the hosts of the bindings.
+	actx := context.WithValue(s.ctx, requestContextKey{}, rc)
+	resp, herr := Authorize(actx, s.cfg.Authorizer, rc.Principal, req, func(r kmsg.Request) (kmsg.Response, error) {
 		return Dispatch(s.ctx, s.cfg.Handler, rc, r)
 	})
 	switch {

@@ -18,12 +18,21 @@
 //   - -cluster-id ID: the site's cluster id. Used on first start (a random id
 //     when empty) and stored in DIR/kmirrord-cluster-id; a later start with
 //     another ID is refused.
-//   - -enforce-acls: the data plane checks every request against the ACLs
-//     the mirrors synced to this site (acls.include), with Kafka's semantics
-//     and error codes (dataplane.Config.EnforceACLs). Off by default: every
-//     client may do everything, as on a broker without an authorizer. The
-//     principal is the SASL user (User:alice), else the client certificate's
-//     subject (User:CN=app,O=acme), else User:ANONYMOUS.
+//   - -enforce-acls: every request is authorized against the site's ACLs,
+//     its own (CreateAcls, kept in DIR/kmirror-local-acls.json) and those the
+//     mirrors synced (acls.include), with Kafka's semantics and error codes:
+//     the data plane's keys (dataplane.Config.EnforceACLs), DescribeConfigs,
+//     the credential and quota keys, and the KIP's mirror RPCs through the
+//     same decision (dataplane.DataPlane.Authorizer: CREATE, ALTER or
+//     DESCRIBE on the CLUSTER_MIRROR, CLUSTER_MIRROR_AUTHORIZATION_FAILED;
+//     CLUSTER_ACTION on the cluster for the instance RPCs). Every key the
+//     listener serves has a rule (the daemon refuses to start otherwise);
+//     ApiVersions, SaslHandshake and SaslAuthenticate are the only keys
+//     without one. Off by default: every client may do everything, as on a
+//     broker without an authorizer, and the ACL RPCs answer
+//     SECURITY_DISABLED. The principal is the SASL user (User:alice), else
+//     the client certificate's subject (User:CN=app,O=acme), else
+//     User:ANONYMOUS.
 //   - -super-users P1;P2: principals allowed everything with -enforce-acls
 //     (';' as Kafka's super.users; ',' also separates, except inside a
 //     certificate principal).

@@ -120,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
-	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "make the data plane enforce the ACLs the mirrors synced to this site (principals: see -sasl-mechanisms, -tls-client-ca)")
+	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "authorize every request (the mirror RPCs and the data plane) with the site's ACLs: its own (CreateAcls) and those its mirrors synced (principals: see -sasl-mechanisms, -tls-client-ca)")
 	superUsers := fs.String("super-users", "", "`principals` allowed everything with -enforce-acls, separated by ';' as Kafka's super.users or by ',' (User:admin;User:CN=ops,O=acme)")
 	o.security.register(fs)
 	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics (kmirror_*) on `host:port` at /metrics (default: off)")
@@ -303,6 +303,12 @@ func (d *daemon) listen(o *options) error {
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	extra = append(extra, credentialAPIs(d.creds, dp)...)
 	extra = append(extra, describeClientQuotasAPI(dp))
+	if o.enforceACLs {
+		if err := checkAuthzRules(extra); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
 	tlsCfg, err := o.security.tlsConfig()
 	if err != nil {
 		_ = ln.Close()
@@ -317,10 +323,13 @@ func (d *daemon) listen(o *options) error {
 	}
 	srv, err := admin.NewServer(admin.ServerConfig{
 		Handler: adminhandler.New(d.m),
-		Extra:   extra,
-		TLS:     tlsCfg,
-		SASL:    sasl,
-		OnError: d.serverError,
+		// The mirror RPCs are authorized with the data plane's decision
+		// (nil, allowing everything, without -enforce-acls).
+		Authorizer: dp.Authorizer(),
+		Extra:      extra,
+		TLS:        tlsCfg,
+		SASL:       sasl,
+		OnError:    d.serverError,
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -11,6 +11,14 @@
 //	mirrorctl --bootstrap-server HOST:PORT --delete   --mirror NAME
 //	mirrorctl --bootstrap-server HOST:PORT --list     [--mirror NAME] [--state STATE] [--source-cluster-id ID]
 //	mirrorctl --bootstrap-server HOST:PORT --describe [--mirror NAME] [--topics REGEX] [--failed]
+//	mirrorctl --bootstrap-server HOST:PORT --add-acl    --mirror NAME --principal P --operation OPS [--host H] [--deny]
+//	mirrorctl --bootstrap-server HOST:PORT --remove-acl --mirror NAME --principal P --operation OPS [--host H] [--deny]
+//
+// --add-acl and --remove-acl create and delete literal ACLs of the
+// CLUSTER_MIRROR resource (one per operation: Describe, Alter, Create, All,
+// ...) with CreateAcls and DeleteAcls on a kmirrord site; Kafka 4.4's
+// kafka-acls has no option for that resource type. They need ALTER on the
+// cluster (CLUSTER_AUTHORIZATION_FAILED otherwise).
 //
 // --stop, --pause and --resume take --wait: mirrorctl then returns once every
 // partition of the topics is actually STOPPED (writable), PAUSED or MIRRORING,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/statemachine"
@@ -49,6 +50,10 @@ type options struct {
 	wait            bool
 	timeout         time.Duration
 	plan            planOpts // --dry-run, --allow-truncation (plan.go)
+	addACL          bool
+	removeACL       bool
+	acl             aclOptions          // flags of --add-acl and --remove-acl (acl.go)
+	aclOps          []kmsg.ACLOperation // parsed --operation
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -93,6 +98,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.failed, "failed", false, "with --describe: show only FAILED partitions with their retry count and error")
 	fs.BoolVar(&o.wait, "wait", false, "with --stop, --pause or --resume: return once every partition of the topics\n"+
 		"is actually STOPPED, PAUSED or MIRRORING (bounded by --timeout)")
+	fs.BoolVar(&o.addACL, "add-acl", false, "grant --principal the --operation(s) on the cluster mirror --mirror (CreateAcls)")
+	fs.BoolVar(&o.removeACL, "remove-acl", false, "remove the ACLs --add-acl would create (DeleteAcls)")
+	fs.StringVar(&o.acl.principal, "principal", "", "with --add-acl/--remove-acl: the `principal` (User:alice)")
+	fs.StringVar(&o.acl.operations, "operation", "", "with --add-acl/--remove-acl: comma `list` of operations (Describe, Alter, Create, All, ...)")
+	fs.StringVar(&o.acl.host, "host", "*", "with --add-acl/--remove-acl: the client `host` the ACL applies to")
+	fs.BoolVar(&o.acl.deny, "deny", false, "with --add-acl/--remove-acl: a DENY ACL instead of ALLOW")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the server (and, with --wait, for the partitions)")
 	fs.Usage = func() {} // printed below: -help on stdout, mistakes on stderr
 	if err := fs.Parse(args); err != nil {
@@ -129,7 +140,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
-	c := &cli{o: &o, cl: admin.NewClient(kcl), out: stdout, errOut: stderr}
+	c := &cli{o: &o, cl: admin.NewClient(kcl), kcl: kcl, out: stdout, errOut: stderr}
 	if err := c.dispatch(ctx); err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -146,7 +157,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // printUsage prints the usage text and every flag to w.
 func printUsage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintf(w, "Usage: mirrorctl --bootstrap-server HOST:PORT ACTION [flags]\n"+
-		"Actions: --create --start --stop --pause --resume --recover --delete --list --describe (exactly one).\n"+
+		"Actions: --create --start --stop --pause --resume --recover --delete --list --describe --add-acl --remove-acl (exactly one).\n"+
 		"--stop, --pause and --resume take --wait: return once every partition reached the state (within --timeout).\n"+
 		"Flags may be written with one dash or two.\n\nFlags:\n")
 	out := fs.Output()
@@ -194,6 +205,7 @@ func (o *options) validate() error {
 	}{
 		{o.create, "--create"}, {o.start, "--start"}, {o.stop, "--stop"}, {o.pause, "--pause"},
 		{o.resume, "--resume"}, {o.recover, "--recover"}, {o.del, "--delete"}, {o.list, "--list"}, {o.describe, "--describe"},
+		{o.addACL, "--add-acl"}, {o.removeACL, "--remove-acl"},
 	}
 	var chosen []string
 	for _, a := range actions {
@@ -203,7 +215,7 @@ func (o *options) validate() error {
 	}
 	switch len(chosen) {
 	case 0:
-		return usagef("one action is required: --create, --start, --stop, --pause, --resume, --recover, --delete, --list or --describe")
+		return usagef("one action is required: --create, --start, --stop, --pause, --resume, --recover, --delete, --list, --describe, --add-acl or --remove-acl")
 	case 1:
 	default:
 		return usagef("only one action may be given, got %s", strings.Join(chosen, " "))
@@ -254,6 +266,11 @@ func (o *options) validate() error {
 		}
 		o.state = d.String()
 	}
+	ops, err := o.validateACL()
+	if err != nil {
+		return err
+	}
+	o.aclOps = ops
 	for _, p := range append(splitList(o.topics), splitList(o.exclude)...) {
 		if _, err := compileFull(p); err != nil {
 			return usagef("invalid topic pattern %q: %v", p, err)
@@ -311,6 +328,7 @@ func isLiteral(p string) bool { return regexp.QuoteMeta(p) == p }
 type cli struct {
 	o       *options
 	cl      *admin.Client
+	kcl     *kgo.Client // for the standard requests (CreateAcls, DeleteAcls)
 	out     io.Writer
 	errOut  io.Writer
 	partial bool // some per-topic or per-mirror result failed
@@ -334,6 +352,10 @@ func (c *cli) dispatch(ctx context.Context) error {
 		return c.doDelete(ctx)
 	case c.o.list:
 		return c.doList(ctx)
+	case c.o.addACL:
+		return c.doAddACL(ctx)
+	case c.o.removeACL:
+		return c.doRemoveACL(ctx)
 	default:
 		return c.doDescribe(ctx)
 	}

@@ -99,6 +99,14 @@ func TestUsage(t *testing.T) {
 		{[]string{"--bootstrap-server", "x:1", "--list", "extra"}, "unexpected argument"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"--bootstrap-server", "x:1", "--list", "--wait"}, "--wait is only valid with --stop, --pause or --resume"},
+		{[]string{"--bootstrap-server", "x:1", "--add-acl", "--principal", "User:a", "--operation", "Describe"}, "--add-acl requires --mirror"},
+		{[]string{"--bootstrap-server", "x:1", "--add-acl", "--mirror", "m", "--principal", "alice", "--operation", "Describe"}, "--principal must be TYPE:NAME"},
+		{[]string{"--bootstrap-server", "x:1", "--remove-acl", "--mirror", "m", "--principal", "User:a"}, "--remove-acl requires --operation"},
+		{[]string{"--bootstrap-server", "x:1", "--add-acl", "--mirror", "m", "--principal", "User:a", "--operation", "Fly"}, `unknown operation "Fly"`},
+		{[]string{"--bootstrap-server", "x:1", "--add-acl", "--mirror", "m", "--principal", "User:a", "--operation", "Any"}, `unknown operation "Any"`},
+		{[]string{"--bootstrap-server", "x:1", "--add-acl", "--mirror", "m", "--principal", "User:a", "--operation", "Read", "--host", " "}, "--host must not be empty"},
+		{[]string{"--bootstrap-server", "x:1", "--list", "--principal", "User:a"}, "only valid with --add-acl or --remove-acl"},
+		{[]string{"--bootstrap-server", "x:1", "--describe", "--deny"}, "only valid with --add-acl or --remove-acl"},
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer

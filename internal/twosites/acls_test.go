@@ -93,7 +93,8 @@ func waitFetchCode(t testing.TB, cl *kgo.Client, topic string, id [16]byte, code
 // mirrored records; a DENY created on C next to it wins once synced;
 // deleting the DENY on C gives the consumer its records back, deleting the
 // ALLOW too refuses it (no ACL: Kafka's default is to deny). The site's
-// clients are User:ANONYMOUS (no SASL on its listener).
+// clients are User:ANONYMOUS (a plaintext listener); the mirror is set up
+// while that principal is a super user.
 func TestSyncedACLsEnforced(t *testing.T) {
 	c := kafkatest.ClusterC(t)[0]
 	topic := fmt.Sprintf("acl-enforced-%d", time.Now().UnixNano())
@@ -112,7 +113,9 @@ func TestSyncedACLsEnforced(t *testing.T) {
 	id := topicID(t, ccl, topic)
 	createACLsOnC(t, ccl, aclOnC{topic, "User:ANONYMOUS", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow})
 
-	d := newSite(t, "ACL", "-enforce-acls", "-sync-interval", "200ms")
+	// The mirror RPCs are authorized too: the anonymous mirrorctl sets the
+	// mirror up as a super user, then the site restarts without one.
+	d := newSite(t, "ACL", "-enforce-acls", "-super-users", "User:ANONYMOUS", "-sync-interval", "200ms")
 	file := filepath.Join(t.TempDir(), "c-to-d.properties")
 	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf("bootstrap.servers=%s\nfetch.wait.max.ms=100\nacls.include=TOPIC;%s;*;*;*\n", c, topic)), 0o600))
 	d.ctl("--create", "--mirror", "c-to-d", "--mirror-config", file)
@@ -120,6 +123,9 @@ func TestSyncedACLsEnforced(t *testing.T) {
 	d.waitPartitions("c-to-d", topic, 1, "caught up", func(p partitionDesc) bool {
 		return p.State == "MIRRORING" && p.DestinationOffset == 5
 	})
+	d.term()
+	d.extraArgs = []string{"-enforce-acls", "-sync-interval", "200ms"}
+	d.start()
 
 	dcl := kgoClient(t, d.addr)
 	waitFetchCode(t, dcl, topic, id, 0, "the synced ALLOW")

@@ -79,6 +79,7 @@ type site struct {
 	port      int // 0 until the first start
 	addr      string
 	extraArgs []string // more kmirrord flags
+	ctlArgs   []string // more mirrorctl flags of ctl (--command-config)
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -257,7 +258,7 @@ func (s *site) ctl(args ...string) string {
 }
 
 func (s *site) ctlCode(args ...string) (stdout, stderr string, code int) {
-	cmd := exec.Command(bins.mirrorctl, append([]string{"--bootstrap-server", s.addr}, args...)...)
+	cmd := exec.Command(bins.mirrorctl, append(append([]string{"--bootstrap-server", s.addr}, s.ctlArgs...), args...)...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

@@ -133,6 +133,17 @@ var authzRules = map[kmsg.Key]authzRule{
 	kmsg.TxnOffsetCommit:      authzTxnOffsetCommit,
 	kmsg.DescribeTransactions: authzDescribeTransactions,
 	kmsg.ListTransactions:     authzListTransactions,
+	kmsg.DescribeACLs:         authzDescribeACLs,
+	kmsg.CreateACLs:           authzCreateACLs,
+	kmsg.DeleteACLs:           authzDeleteACLs,
+}
+
+// AuthorizesKey reports whether the data plane has an authorization rule
+// for key (every key APIs can return has one); a host that serves further
+// keys on the same listener checks its own with it.
+func AuthorizesKey(key int16) bool {
+	_, ok := authzRules[kmsg.Key(key)]
+	return ok
 }
 
 // call serves req with a's handler, through the key's authorization rule

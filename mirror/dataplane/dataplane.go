@@ -251,13 +251,23 @@ var apis = []api{
 	{kmsg.CreatePartitions, 0, 3, (*DataPlane).createPartitions},
 	{kmsg.DeleteTopics, 0, 6, (*DataPlane).deleteTopics},
 	{kmsg.DeleteRecords, 0, 2, (*DataPlane).deleteRecords},
+	{kmsg.DescribeACLs, 1, 3, (*DataPlane).describeACLs},
+	{kmsg.CreateACLs, 1, 3, (*DataPlane).createACLs},
+	{kmsg.DeleteACLs, 1, 3, (*DataPlane).deleteACLs},
 }
 
 // served reports whether the data plane serves a: CreatePartitions,
 // DeleteTopics and DeleteRecords need a Destination implementing
-// mirror.ClientAdmin.
+// mirror.ClientAdmin; DescribeAcls, CreateAcls and DeleteAcls one implementing
+// LocalACLStore.
 func (dp *DataPlane) served(a api) bool {
-	return !clientAdminKeys[a.key] || dp.clientAdmin() != nil
+	switch {
+	case clientAdminKeys[a.key]:
+		return dp.clientAdmin() != nil
+	case aclKeys[a.key]:
+		return dp.localACLs() != nil
+	}
+	return true
 }
 
 // APIs returns the keys the data plane serves, for admin.ServerConfig.Extra

@@ -85,17 +85,39 @@
 // # Authorization
 //
 // With Config.EnforceACLs every served key checks the request's principal
-// against the ACLs the Destination holds (mirror.ACLStore: the ACLs the
-// mirrors sync with acls.include), as a Kafka broker with
+// against the ACLs the Destination holds (mirror.ACLStore: the site's own,
+// created with CreateAcls, and those the mirrors sync with acls.include), as
+// a Kafka broker with
 // StandardAuthorizer does: Decide is the decision (super users, DENY over
 // ALLOW, LITERAL, "*" and PREFIXED patterns, the "User:*" principal, hosts,
 // DESCRIBE implied by READ/WRITE/DELETE/ALTER), authzRules the one table of
 // what each RPC needs and which code it answers (TOPIC_, GROUP_, CLUSTER_ and
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED; Metadata of all topics leaves out
 // the topics the principal may not describe). A refused topic is never read
-// or changed. The principal is the connection's (admin.ServerConfig.Principal:
-// User:ANONYMOUS on a plaintext listener; there is no SASL). The ACLs are
-// read once per request, so a sync takes effect at the next request.
+// or changed. The principal is the connection's (admin.RequestContext:
+// "User:" + the TLS client certificate's subject with admin.DefaultPrincipal,
+// else User:ANONYMOUS). The ACLs are read once per request (cached by
+// ACLGeneration), so a sync or an ACL RPC takes effect at the next request.
+// Authorizer gives the KIP's mirror RPCs on the same listener the same
+// decision (CLUSTER_MIRROR bindings name mirrors), and Allowed the keys a
+// host serves itself; AuthorizesKey says whether a key has a rule.
+//
+// # ACL RPCs
+//
+// With a Destination that is a LocalACLStore (mirror.LocalDestination),
+// CreateAcls, DeleteAcls and DescribeAcls (v1-v3) are served as Kafka's
+// AclApis and AclControlManager do: ALTER on the cluster for create and
+// delete, DESCRIBE for describe (else CLUSTER_AUTHORIZATION_FAILED, per item
+// or at top level, and nothing changes); an invalid binding or a filter with
+// an UNKNOWN field is INVALID_REQUEST alone; filters take ANY and MATCH
+// pattern types; creating an existing ACL succeeds once. Created ACLs are the
+// site's own, durable, and never touched by a mirror's ACL sync. DescribeAcls
+// lists the effective ACLs, the site's own and every mirror's synced ones
+// without duplicates (what is enforced; the wire has no field for the
+// origin). DeleteAcls removes only the site's own and returns each; a
+// matching synced ACL is listed with POLICY_VIOLATION and stays (it is the
+// source's: remove it there or narrow acls.include). Without EnforceACLs
+// they answer SECURITY_DISABLED, as a broker without an authorizer.
 //
 // # Transactions
 //

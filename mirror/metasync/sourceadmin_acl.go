@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/mirror/dest"
 )
 
@@ -18,6 +19,8 @@ var (
 		kmsg.ACLResourceTypeTopic: "TOPIC", kmsg.ACLResourceTypeGroup: "GROUP", kmsg.ACLResourceTypeCluster: "CLUSTER",
 		kmsg.ACLResourceTypeTransactionalId: "TRANSACTIONAL_ID", kmsg.ACLResourceTypeDelegationToken: "DELEGATION_TOKEN",
 		kmsg.ACLResourceType(7): "USER",
+		// KIP-1279's CLUSTER_MIRROR, as a kmirror source answers it.
+		kmsg.ACLResourceType(admin.ResourceClusterMirror): admin.ResourceClusterMirror.String(),
 	}
 	aclOperationNames = map[kmsg.ACLOperation]string{
 		kmsg.ACLOperationAll: "ALL", kmsg.ACLOperationRead: "READ", kmsg.ACLOperationWrite: "WRITE",
