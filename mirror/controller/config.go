@@ -58,13 +58,35 @@ const (
 	KeyStopOpenTransactions = "mirror.stop.open.transactions"
 )
 
-// defaultTopicPropertiesExclude are the topic configs never synced from the source.
-var defaultTopicPropertiesExclude = []string{
+// neverSyncedTopicProperties are the topic configs never synced from the source, in
+// addition to a mirror's topic.properties.exclude: configs of the source's storage and
+// placement (tiered storage, local retention of a tiered log, replication throttles), the
+// checks a destination sets for its own writers (timestamps, min.insync.replicas, unclean
+// election) and kmirror's own mirror.* topic configs. MirrorMaker 2's default
+// config.properties.exclude is the precedent; unlike it, a mirror's list adds to this one
+// and never replaces it. A '*' matches any run of characters.
+var neverSyncedTopicProperties = []string{
+	"remote.storage.enable", "remote.log.*", "local.retention.ms", "local.retention.bytes",
 	"follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-	"message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+	"message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
+	"message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms",
 	"log.message.timestamp.after.max.ms", "message.timestamp.type",
 	"unclean.leader.election.enable", "min.insync.replicas", "mirror.*",
 }
+
+// NeverSyncedTopicProperties returns the topic config patterns the metadata sync never
+// copies from the source, whatever a mirror's topic.properties.exclude ('*' matches any
+// run of characters). The slice is a copy.
+func NeverSyncedTopicProperties() []string {
+	return append([]string(nil), neverSyncedTopicProperties...)
+}
+
+// NeverMirrored reports whether topic is one no mirror ever selects, whatever its
+// patterns, an explicit start included: every name that starts with "__" (Kafka's
+// internal topics __consumer_offsets, __transaction_state, __share_group_state,
+// __remote_log_metadata, __cluster_metadata, and kmirror's __mirror_state). A source
+// topic Kafka flags internal is never mirrored either (the metadata sync skips it).
+func NeverMirrored(topic string) bool { return strings.HasPrefix(topic, "__") }
 
 // configKey describes one known mirror-level key: its default and its validator.
 type configKey struct {
@@ -75,10 +97,10 @@ type configKey struct {
 var knownKeys = map[string]configKey{
 	KeyBootstrapServers:         {"", validateBootstrap},
 	KeyTopicsInclude:            {"", validateRegexList},
-	KeyTopicsExclude:            {"__.*", validateRegexList},
+	KeyTopicsExclude:            {"", validateRegexList},
 	KeyGroupsInclude:            {".*", validateRegexList},
 	KeyGroupsExclude:            {"", validateRegexList},
-	KeyTopicPropertiesExcl:      {strings.Join(defaultTopicPropertiesExclude, ","), nil},
+	KeyTopicPropertiesExcl:      {"", nil},
 	KeyACLsInclude:              {"*", validateACLRules},
 	KeySocketTimeoutMs:          {"30000", validateInt(1)},
 	KeySocketReceiveBufferBytes: {"65536", validateIntOrMinusOne},
@@ -247,14 +269,60 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 }
 
 // IncludesTopic reports whether auto-discovery selects topic: it matches an include
-// pattern and no exclude pattern (exclude wins). Patterns match the whole name, as Java's
-// String.matches does.
+// pattern, no exclude pattern (exclude wins) and is not NeverMirrored. Patterns match
+// the whole name, as Java's String.matches does.
 func (c MirrorConfig) IncludesTopic(topic string) bool {
-	return matchAny(c.topicsInclude, topic) && !matchAny(c.topicsExclude, topic)
+	return matchAny(c.topicsInclude, topic) && !c.ExcludesTopic(topic)
 }
 
-// ExcludesTopic reports whether topic matches an exclude pattern.
-func (c MirrorConfig) ExcludesTopic(topic string) bool { return matchAny(c.topicsExclude, topic) }
+// ExcludesTopic reports whether topic is excluded from the mirror: it is NeverMirrored
+// or matches an exclude pattern.
+func (c MirrorConfig) ExcludesTopic(topic string) bool {
+	return NeverMirrored(topic) || matchAny(c.topicsExclude, topic)
+}
+
+// SyncsTopicProperty reports whether the metadata sync copies the source topic config
+// name: it matches neither NeverSyncedTopicProperties nor topic.properties.exclude.
+func (c MirrorConfig) SyncsTopicProperty(name string) bool {
+	return !MatchProperty(neverSyncedTopicProperties, name) && !MatchProperty(c.TopicPropertiesExclude, name)
+}
+
+// MatchProperty reports whether name matches one of patterns, literal config names in
+// which '*' matches any (possibly empty) run of characters ("mirror.*", "remote.log.*").
+func MatchProperty(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if globMatch(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches s against p where '*' matches any (possibly empty) run of bytes.
+func globMatch(p, s string) bool {
+	star, mark := -1, 0
+	i, j := 0, 0
+	for j < len(s) {
+		switch {
+		case i < len(p) && p[i] == '*':
+			star, mark = i, j
+			i++
+		case i < len(p) && p[i] == s[j]:
+			i++
+			j++
+		case star >= 0:
+			i = star + 1
+			mark++
+			j = mark
+		default:
+			return false
+		}
+	}
+	for i < len(p) && p[i] == '*' {
+		i++
+	}
+	return i == len(p)
+}
 
 // IncludesGroup reports whether consumer-group offsets of group are synced.
 func (c MirrorConfig) IncludesGroup(group string) bool {

@@ -21,7 +21,7 @@ func TestConfigPrototypeDefaults(t *testing.T) {
 	require.Equal(t, int32(1048576), c.FetchPartitionMaxBytes)
 	require.Equal(t, 30*time.Second, c.SocketTimeout)
 	require.Equal(t, 65536, c.SocketReceiveBufferBytes)
-	require.Equal(t, []string{"__.*"}, c.TopicsExclude)
+	require.Empty(t, c.TopicsExclude, "the user's list: internal topics are excluded besides it")
 	require.Empty(t, c.TopicsInclude)
 	require.Equal(t, []string{".*"}, c.GroupsInclude)
 	require.Len(t, c.ACLsInclude, 1)

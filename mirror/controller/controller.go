@@ -245,6 +245,9 @@ func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclud
 }
 
 func (c *Controller) checkStartLocked(name string, cfg MirrorConfig, tm TopicMeta) error {
+	if NeverMirrored(tm.Name) {
+		return admin.Errorf(admin.CodeInvalidRequest, "topic %q is an internal topic: a topic whose name starts with \"__\" is never mirrored", tm.Name)
+	}
 	if cfg.ExcludesTopic(tm.Name) {
 		return admin.Errorf(admin.CodeInvalidRequest, "topic %q matches the exclude patterns of mirror %q", tm.Name, name)
 	}

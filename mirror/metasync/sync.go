@@ -19,6 +19,9 @@ import (
 // (mirror.metadata.refresh.interval.ms, spec §17).
 const DefaultSyncInterval = 30 * time.Second
 
+// keyRemoteStorageEnable is the topic config of tiered storage, never synced.
+const keyRemoteStorageEnable = "remote.storage.enable"
+
 // Sync errors; each per-topic or per-group failure is a *SyncError wrapping one of these
 // or the failing call's error.
 var (
@@ -263,7 +266,7 @@ func (c *cycle) syncTopics(ctx context.Context) {
 			}
 			c.fail("configs", name, "", err)
 		}
-		synced := filterTopicConfigs(cfgs, c.cfg.TopicPropertiesExclude)
+		synced := filterTopicConfigs(cfgs, c.cfg)
 		dt, ok := d.Topic(name)
 		if !ok {
 			if !haveCfgs {
@@ -305,6 +308,13 @@ func (c *cycle) syncTopics(ctx context.Context) {
 				if cur, ok := dt.Configs[k]; !ok || cur != v {
 					changed[k] = v
 				}
+			}
+			if dt.Configs[keyRemoteStorageEnable] == "true" && cfgs[keyRemoteStorageEnable] == "true" {
+				// Copied from the tiered source before the config was never synced: a mirror
+				// topic's log stays local, so it is turned off (and a partition FAILED for it
+				// can be recovered).
+				changed[keyRemoteStorageEnable] = "false"
+				c.log.Warn("tiered storage copied from the source turned off on the mirror topic", "topic", name, "config", keyRemoteStorageEnable)
 			}
 			if len(changed) == 0 {
 				continue
@@ -398,53 +408,16 @@ func ClampGroupOffset(committed, logStart, logEnd int64) int64 {
 	return max(logStart, min(committed, logEnd))
 }
 
-// filterTopicConfigs returns cfgs minus the keys matching an exclude pattern.
-func filterTopicConfigs(cfgs map[string]string, exclude []string) map[string]string {
+// filterTopicConfigs returns cfgs minus the keys the mirror never syncs
+// (MirrorConfig.SyncsTopicProperty: the built-in list and topic.properties.exclude).
+func filterTopicConfigs(cfgs map[string]string, mc controller.MirrorConfig) map[string]string {
 	out := make(map[string]string, len(cfgs))
 	for k, v := range cfgs {
-		if !matchProperty(exclude, k) {
+		if mc.SyncsTopicProperty(k) {
 			out[k] = v
 		}
 	}
 	return out
-}
-
-// matchProperty reports whether name matches one of the patterns of
-// mirror.topic.properties.exclude: literal names where '*' matches any run of
-// characters (e.g. "mirror.*").
-func matchProperty(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if globMatch(p, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// globMatch matches s against p where '*' matches any (possibly empty) run of bytes.
-func globMatch(p, s string) bool {
-	star, mark := -1, 0
-	i, j := 0, 0
-	for j < len(s) {
-		switch {
-		case i < len(p) && p[i] == '*':
-			star, mark = i, j
-			i++
-		case i < len(p) && p[i] == s[j]:
-			i++
-			j++
-		case star >= 0:
-			i = star + 1
-			mark++
-			j = mark
-		default:
-			return false
-		}
-	}
-	for i < len(p) && p[i] == '*' {
-		i++
-	}
-	return i == len(p)
 }
 
 // topicErr returns the *SourceTopicError of topic within err (a join), else err.
