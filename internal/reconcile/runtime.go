@@ -217,10 +217,11 @@ func (mr *Runtime) syncOnce(ctx context.Context) (metasync.SyncStats, error) {
 	return st, err
 }
 
-// syncLoop runs syncOnce every interval until the Mirror closes or the mirror is
+// syncLoop runs syncOnce every interval (the mirror's own when it sets
+// mirror.metadata.refresh.interval.ms) until the Mirror closes or the mirror is
 // dropped.
 func (mr *Runtime) syncLoop(interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := time.NewTimer(mr.syncInterval(interval))
 	defer t.Stop()
 	for {
 		select {
@@ -234,11 +235,24 @@ func (mr *Runtime) syncLoop(interval time.Duration) {
 		if closed {
 			return
 		}
-		if _, err := mr.syncOnce(mr.e.ctx); err != nil && mr.e.ctx.Err() == nil {
-			mr.e.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "err", err)
+		if cfg, err := mr.config(); err != nil || !cfg.MetadataRefreshSet || cfg.MetadataRefreshInterval > 0 {
+			if _, err := mr.syncOnce(mr.e.ctx); err != nil && mr.e.ctx.Err() == nil {
+				mr.e.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "err", err)
+			}
+			mr.e.Refresh()
 		}
-		mr.e.Refresh()
+		t.Reset(mr.syncInterval(interval))
 	}
+}
+
+// syncInterval is the period of the mirror's metadata sync: its
+// mirror.metadata.refresh.interval.ms when set and positive, else the host's interval
+// (with the config at 0 the loop wakes at the host's interval and skips the cycle).
+func (mr *Runtime) syncInterval(host time.Duration) time.Duration {
+	if cfg, err := mr.config(); err == nil && cfg.MetadataRefreshSet && cfg.MetadataRefreshInterval > 0 {
+		return cfg.MetadataRefreshInterval
+	}
+	return host
 }
 
 // close stops the fetcher and closes the source, source admin and peer.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -56,6 +57,15 @@ const (
 	// completed transactions, at the price of every record after the first
 	// open transaction (committed records of other producers included).
 	KeyStopOpenTransactions = "mirror.stop.open.transactions"
+	// KeyMetadataRefreshIntervalMs is the period of the mirror's metadata sync (the
+	// prototype's broker-level key, here also per mirror); unset: the host's.
+	KeyMetadataRefreshIntervalMs = "mirror.metadata.refresh.interval.ms"
+	// KeyFailedRetryInitialBackoffMs, KeyFailedRetryMaxBackoffMs and
+	// KeyFailedRetryMaxAttempts are the automatic retry of FAILED partitions (the
+	// prototype's later broker-level keys, here also per mirror); unset: the host's.
+	KeyFailedRetryInitialBackoffMs = "mirror.failed.retry.initial.backoff.ms"
+	KeyFailedRetryMaxBackoffMs     = "mirror.failed.retry.max.backoff.ms"
+	KeyFailedRetryMaxAttempts      = "mirror.failed.retry.max.attempts"
 )
 
 // neverSyncedTopicProperties are the topic configs never synced from the source, in
@@ -88,51 +98,72 @@ func NeverSyncedTopicProperties() []string {
 // topic Kafka flags internal is never mirrored either (the metadata sync skips it).
 func NeverMirrored(topic string) bool { return strings.HasPrefix(topic, "__") }
 
-// configKey describes one known mirror-level key: its default and its validator.
+// configKey describes one known mirror-level key: its default, its validator and its
+// line in docs/CONFIG.md.
 type configKey struct {
+	key      string
 	def      string
 	validate func(string) error
+	// shown is the default as docs/CONFIG.md shows it ("" = def in backquotes) and doc
+	// what the key does; a key without doc is documented elsewhere in CONFIG.md (the
+	// connection keys).
+	shown, doc string
 }
 
-var knownKeys = map[string]configKey{
-	KeyBootstrapServers:         {"", validateBootstrap},
-	KeyTopicsInclude:            {"", validateRegexList},
-	KeyTopicsExclude:            {"", validateRegexList},
-	KeyGroupsInclude:            {".*", validateRegexList},
-	KeyGroupsExclude:            {"", validateRegexList},
-	KeyTopicPropertiesExcl:      {"", nil},
-	KeyACLsInclude:              {"*", validateACLRules},
-	KeySocketTimeoutMs:          {"30000", validateInt(1)},
-	KeySocketReceiveBufferBytes: {"65536", validateIntOrMinusOne},
-	KeySecurityProtocol:         {"PLAINTEXT", validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
-	KeySASLMechanism:            {"PLAIN", validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")},
-	KeySASLUsername:             {"", nil},
-	KeySASLPassword:             {"", nil},
-	KeySSLCAFile:                {"", nil},
-	KeySSLCertFile:              {"", nil},
-	KeySSLKeyFile:               {"", nil},
-	KeySSLEndpointIdent:         {"https", validateOneOf("https", "")},
-	KeyRequestTimeoutMs:         {"30000", validateInt(1)},
-	KeyFetchWaitMaxMs:           {"1000", validateInt(0)},
-	KeyFetchBackoffMs:           {"1000", validateInt(0)},
-	KeyFetchMinBytes:            {"1", validateInt(0)},
-	KeyFetchResponseMaxBytes:    {"10485760", validateInt(1)},
-	KeyFetchMaxBytes:            {"1048576", validateInt(1)},
-	KeyUncleanLeaderElection:    {"false", validateOneOf("true", "false")},
-	KeyStopOpenTransactions:     {"abort", validateOneOf("abort", "truncate")},
+// configTable is the one table of mirror-level keys, in the order docs/CONFIG.md lists
+// them (TestConfigDocMatchesTable keeps the two the same).
+var configTable = []configKey{
+	{key: KeyBootstrapServers, validate: validateBootstrap, shown: "required", doc: "source cluster, `host:port,...`"},
+	{key: KeyTopicsInclude, validate: validateRegexList, shown: "`\"\"` (only explicitly started topics)",
+		doc: "regexes of topics to auto-discover; exclude wins"},
+	{key: KeyTopicsExclude, validate: validateRegexList,
+		doc: "regexes of topics not mirrored, in addition to the ones never mirrored whatever the patterns: every topic whose name starts with `__` (Kafka's internal topics, `__remote_log_metadata`, kmirror's `__mirror_state`) and every topic the source flags internal (an explicit start of one is INVALID_REQUEST)"},
+	{key: KeyGroupsInclude, def: ".*", validate: validateRegexList, doc: "consumer groups and share groups whose offsets are synced (see *Share groups* below)"},
+	{key: KeyGroupsExclude, validate: validateRegexList, doc: "groups whose offsets are not synced; exclude wins"},
+	{key: KeyACLsInclude, def: "*", validate: validateACLRules,
+		doc: "ACL rules `resourceType;resourceName;operation;permissionType;principal` (`*` or a missing trailing field matches anything, resourceName is a regex); validated at create, a bad rule is refused naming the rule. The metadata sync copies the matching source ACLs (DescribeAcls) to a destination implementing `ACLStore` (LocalDestination, durable); a removal on the source propagates. Enforcement is the host's / data plane's. A source without an authorizer (SECURITY_DISABLED) is warned about once and skipped until its answer changes"},
+	{key: KeyTopicPropertiesExcl,
+		doc: "topic configs not synced (`*` matches any run of characters), in addition to the ones never synced (`controller.NeverSyncedTopicProperties`, after MirrorMaker 2's DefaultConfigPropertyFilter): the source's storage and placement (`remote.storage.enable`, `remote.log.*`, `local.retention.ms`, `local.retention.bytes`, `leader.replication.throttled.replicas`, `follower.replication.throttled.replicas`), the destination's own checks (timestamps, `min.insync.replicas`, `unclean.leader.election.enable`) and `mirror.*`. A tiered source topic is mirrored into a local topic; a `remote.storage.enable=true` an earlier version copied from the source is turned off by the sync"},
+	{key: KeyFetchWaitMaxMs, def: "1000", validate: validateInt(0), doc: "Fetch MaxWait"},
+	{key: KeyFetchBackoffMs, def: "1000", validate: validateInt(0), doc: "back-off after a fetch error"},
+	{key: KeyFetchMinBytes, def: "1", validate: validateInt(0), doc: "Fetch MinBytes"},
+	{key: KeyFetchResponseMaxBytes, def: "10485760", validate: validateInt(1), doc: "Fetch MaxBytes"},
+	{key: KeyFetchMaxBytes, def: "1048576", validate: validateInt(1), doc: "per-partition MaxBytes"},
+	{key: KeySocketTimeoutMs, def: "30000", validate: validateInt(1), doc: "how long the source may stay unreachable before the mirror's partitions go FAILED (retryable)"},
+	{key: KeySocketReceiveBufferBytes, def: "65536", validate: validateIntOrMinusOne, doc: "receive buffer of the franz-go connections to the source (-1: system default)"},
+	{key: KeyRequestTimeoutMs, def: "30000", validate: validateInt(1), doc: "timeout of a request to the source"},
+	{key: KeyMetadataRefreshIntervalMs, validate: validateInt(0), shown: "the host's (kmirrord `-mirror.metadata.refresh.interval.ms`, 30000)",
+		doc: "period of the mirror's metadata sync (discovery, topics, configs, groups, ACLs), spec §13.1; 0 skips the mirror's cycles. A host whose sync is off (kmirrord `-sync-interval` negative) syncs no mirror"},
+	{key: KeyFailedRetryInitialBackoffMs, validate: validateInt(1), shown: "the host's (kmirrord flag of the same name, 1000)",
+		doc: "first back-off of the automatic retry of a FAILED partition; it doubles per attempt, shared by the mirror's partitions"},
+	{key: KeyFailedRetryMaxBackoffMs, validate: validateInt(1), shown: "the host's (kmirrord flag of the same name, 300000)",
+		doc: "largest back-off of the FAILED retry; at least the initial back-off when both are set"},
+	{key: KeyFailedRetryMaxAttempts, validate: validateIntRange(0, math.MaxInt16), shown: "the host's (kmirrord flag of the same name, 100)",
+		doc: "automatic retries of a FAILED partition before it waits for `mirrorctl --recover`; 0: no automatic retry"},
+	{key: KeySecurityProtocol, def: "PLAINTEXT", validate: validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
+	{key: KeySASLMechanism, def: "PLAIN", validate: validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")},
+	{key: KeySASLUsername}, {key: KeySASLPassword},
+	{key: KeySSLCAFile}, {key: KeySSLCertFile}, {key: KeySSLKeyFile},
+	{key: KeySSLEndpointIdent, def: "https", validate: validateOneOf("https", "")},
 	// The connection keys of config_conn.go: their values are checked when the
 	// connection is loaded (kafkaclient.Load, at CreateClusterMirror), where files
 	// are read too, so that a stored mirror always replays.
-	KeySSLTruststoreType:     {"PEM", nil},
-	KeySSLTruststoreCerts:    {"", nil},
-	KeySSLTruststorePassword: {"", nil},
-	KeySSLKeystoreType:       {"PEM", nil},
-	KeySSLKeystoreChain:      {"", nil},
-	KeySSLKeystoreKey:        {"", nil},
-	KeySSLKeystorePassword:   {"", nil},
-	KeySSLKeyPassword:        {"", nil},
-	KeySASLJAASConfig:        {"", nil},
+	{key: KeySSLTruststoreType, def: "PEM"}, {key: KeySSLTruststoreCerts}, {key: KeySSLTruststorePassword},
+	{key: KeySSLKeystoreType, def: "PEM"}, {key: KeySSLKeystoreChain}, {key: KeySSLKeystoreKey},
+	{key: KeySSLKeystorePassword}, {key: KeySSLKeyPassword}, {key: KeySASLJAASConfig},
+	{key: KeyUncleanLeaderElection, def: "false", validate: validateOneOf("true", "false"),
+		doc: "spec §7.4; also honoured as a config of the destination topic (as in the prototype); `mirror.*` topic configs are never synced from the source"},
+	{key: KeyStopOpenTransactions, def: "abort", validate: validateOneOf("abort", "truncate"), doc: "`abort` or `truncate` (spec §8.1)"},
 }
+
+// knownKeys is configTable by key.
+var knownKeys = func() map[string]configKey {
+	m := make(map[string]configKey, len(configTable))
+	for _, k := range configTable {
+		m[k.key] = k
+	}
+	return m
+}()
 
 // MirrorConfig is the parsed, validated configuration of one cluster mirror.
 type MirrorConfig struct {
@@ -181,9 +212,25 @@ type MirrorConfig struct {
 	SupportUncleanLeaderElec bool
 	// StopMode is how STOPPING closes open transactions (KeyStopOpenTransactions).
 	StopMode statemachine.StopMode
+	// MetadataRefreshInterval is KeyMetadataRefreshIntervalMs; MetadataRefreshSet
+	// says whether it was given (else the host's interval applies; 0 skips the cycles).
+	MetadataRefreshInterval time.Duration
+	MetadataRefreshSet      bool
+	// FailedRetry is the mirror's own FAILED retry (mirror.failed.retry.*).
+	FailedRetry FailedRetry
 
 	topicsInclude, topicsExclude []*regexp.Regexp
 	groupsInclude, groupsExclude []*regexp.Regexp
+}
+
+// FailedRetry is a mirror's own automatic retry of FAILED partitions; each unset field
+// keeps the host's value.
+type FailedRetry struct {
+	// InitialBackoff and MaxBackoff: 0 = unset.
+	InitialBackoff, MaxBackoff time.Duration
+	// MaxAttempts is used when MaxAttemptsSet (0 = no automatic retry).
+	MaxAttempts    int
+	MaxAttemptsSet bool
 }
 
 // ParseMirrorConfig validates raw mirror configs and fills in defaults. Unknown keys are
@@ -215,6 +262,12 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 			return v
 		}
 		return knownKeys[k].def
+	}
+	if ib, mb := raw[KeyFailedRetryInitialBackoffMs], raw[KeyFailedRetryMaxBackoffMs]; ib != "" && mb != "" &&
+		validateInt(1)(ib) == nil && validateInt(1)(mb) == nil && atoi(mb) < atoi(ib) {
+		err := fmt.Errorf("%s is below %s=%s", mb, KeyFailedRetryInitialBackoffMs, ib)
+		problems = append(problems, fmt.Sprintf("%s: %v", KeyFailedRetryMaxBackoffMs, err))
+		keyErrs = append(keyErrs, &KeyError{Key: KeyFailedRetryMaxBackoffMs, Err: err})
 	}
 	if strings.TrimSpace(get(KeyBootstrapServers)) == "" {
 		problems = append(problems, KeyBootstrapServers+" is required")
@@ -257,6 +310,18 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		SocketTimeout:            ms(get(KeySocketTimeoutMs)),
 		SocketReceiveBufferBytes: int(atoi(get(KeySocketReceiveBufferBytes))),
 		SupportUncleanLeaderElec: get(KeyUncleanLeaderElection) == "true",
+	}
+	if v, ok := raw[KeyMetadataRefreshIntervalMs]; ok {
+		c.MetadataRefreshInterval, c.MetadataRefreshSet = ms(v), true
+	}
+	if v, ok := raw[KeyFailedRetryInitialBackoffMs]; ok {
+		c.FailedRetry.InitialBackoff = ms(v)
+	}
+	if v, ok := raw[KeyFailedRetryMaxBackoffMs]; ok {
+		c.FailedRetry.MaxBackoff = ms(v)
+	}
+	if v, ok := raw[KeyFailedRetryMaxAttempts]; ok {
+		c.FailedRetry.MaxAttempts, c.FailedRetry.MaxAttemptsSet = int(atoi(v)), true
 	}
 	if get(KeyStopOpenTransactions) == "truncate" {
 		c.StopMode = statemachine.StopTruncateToLSO
@@ -399,6 +464,19 @@ func validateInt(min int64) func(string) error {
 		}
 		if n < min {
 			return fmt.Errorf("%d is below the minimum %d", n, min)
+		}
+		return nil
+	}
+}
+
+func validateIntRange(lo, hi int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q is not an int32", v)
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%d is not in %d..%d", n, lo, hi)
 		}
 		return nil
 	}
