@@ -76,6 +76,9 @@ type SyncStats struct {
 	// Errors are the per-topic and per-group failures (*SyncError); they do not stop
 	// the cycle.
 	Errors []error
+	// Conditions are the repeating conditions that held in the cycle
+	// (ConditionACLsSecurityDisabled); they are not Errors.
+	Conditions []string
 }
 
 // SyncConfig configures a Syncer.
@@ -95,6 +98,13 @@ type SyncConfig struct {
 	// share-group sync skips the others (sharegroups.go). Nil: every partition of a
 	// healthy MIRRORING topic counts.
 	Mirroring func(topic string, partition int32) bool
+	// Observer, when set, is told when a repeating condition starts, holds and ends.
+	Observer ConditionObserver
+	// ConditionRecheck is how often the source is asked again while a condition holds;
+	// 0 = DefaultConditionRecheck.
+	ConditionRecheck time.Duration
+	// Clock; nil = time.Now.
+	Clock func() time.Time
 }
 
 // Validate checks cfg; it never changes it (zero values stand for the defaults).
@@ -123,6 +133,12 @@ func (cfg SyncConfig) withDefaults() SyncConfig {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ConditionRecheck <= 0 {
+		cfg.ConditionRecheck = DefaultConditionRecheck
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	return cfg
 }
 
@@ -133,7 +149,9 @@ func (cfg SyncConfig) withDefaults() SyncConfig {
 // a Syncer is safe for concurrent use.
 type Syncer struct {
 	cfg SyncConfig
-	mu  sync.Mutex // serializes cycles
+	mu  sync.Mutex // serializes cycles; guards the conditions below
+	// aclsOff is ConditionACLsSecurityDisabled.
+	aclsOff condition
 }
 
 // NewSyncer validates cfg and returns a Syncer.
