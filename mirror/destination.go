@@ -45,6 +45,13 @@ type (
 	UnwritableRootError = localdest.UnwritableRootError
 )
 
+// ErrClusterIDMismatch and ClusterIDMismatchError are localdest's: OpenFileDestination
+// refuses a root created under another cluster id.
+var ErrClusterIDMismatch = localdest.ErrClusterIDMismatch
+
+// ClusterIDMismatchError is localdest.ClusterIDMismatchError.
+type ClusterIDMismatchError = localdest.ClusterIDMismatchError
+
 // ErrDestinationLocked is localdest.ErrLocked: the root is open in another
 // LocalDestination, in this process or another.
 var ErrDestinationLocked = localdest.ErrLocked
@@ -53,7 +60,8 @@ var ErrDestinationLocked = localdest.ErrLocked
 const DestinationLockFile = localdest.LockFile
 
 // OpenFileDestination is localdest.OpenFile: it opens (creating when needed) a file
-// destination rooted at root, locked until Close.
+// destination rooted at root, locked until Close. A root created under another cluster
+// id is refused with a *ClusterIDMismatchError (ErrClusterIDMismatch).
 func OpenFileDestination(root, clusterID string, opts fetcher.FileLogOptions) (*LocalDestination, error) {
 	return localdest.OpenFile(root, clusterID, opts)
 }
