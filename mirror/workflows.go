@@ -520,7 +520,41 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 	if err != nil {
 		return nil, err
 	}
+	if o.IncludeLags && o.IncludeStates {
+		m.pausedLags(ctx, name, out)
+	}
 	return out, nil
+}
+
+// pausedLags fills in the source offset, so the lag, of the PAUSED partitions of out,
+// which no fetcher follows: one ListOffsets to the mirror's source. A source that does
+// not answer leaves them unknown (-1), as for any partition.
+func (m *Mirror) pausedLags(ctx context.Context, name string, out []TopicDescription) {
+	mr, ok := m.mirror(name)
+	if !ok {
+		return
+	}
+	var tps []TopicPartition
+	for _, td := range out {
+		for _, pd := range td.Partitions {
+			if pd.State == statemachine.Paused && pd.SourceOffset < 0 && pd.DestinationOffset >= 0 {
+				tps = append(tps, TopicPartition{Topic: td.Topic, Partition: pd.Partition})
+			}
+		}
+	}
+	hws, err := mr.SourceHighWatermarks(ctx, tps)
+	if err != nil {
+		m.log.Debug("mirror: describe: source offsets of paused partitions unknown", "mirror", name, "err", err)
+		return
+	}
+	for i := range out {
+		for j := range out[i].Partitions {
+			pd := &out[i].Partitions[j]
+			if hw, ok := hws[TopicPartition{Topic: out[i].Topic, Partition: pd.Partition}]; ok && pd.State == statemachine.Paused && pd.SourceOffset < 0 {
+				pd.SourceOffset = hw
+			}
+		}
+	}
 }
 
 // asAdminError keeps *admin.Error values and wraps others as UNKNOWN_SERVER_ERROR.
