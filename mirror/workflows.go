@@ -392,7 +392,8 @@ func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mirror
 		if len(f.MirrorNames) > 0 && !wantNames[mi.Name] {
 			continue
 		}
-		l := MirrorListing{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
+		l := MirrorListing{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ","),
+			SourceClusterID: mi.Config.SourceClusterID} // recorded; the runtime's answer below when it has one
 		if mr, ok := m.mirror(mi.Name); ok {
 			if len(f.SourceClusterIDs) > 0 {
 				mr.ResolveClusterID(ctx)
@@ -447,7 +448,8 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 	}
 	var out []MirrorDescription
 	for _, mi := range infos {
-		d := MirrorDescription{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
+		d := MirrorDescription{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ","),
+			SourceClusterID: mi.Config.SourceClusterID}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if o.ClusterID != "" {
 				mr.ResolveClusterID(ctx)

@@ -24,6 +24,7 @@ type Engine struct {
 	sources   SourceFactory
 	peers     PeerFactory
 	newSyncer func(string, metasync.SourceAdmin) (*metasync.Syncer, error)
+	recordID  func(ctx context.Context, mirror, id string) error
 	metrics   Metrics
 	events    func(StateChange)
 	clock     func() time.Time
@@ -50,7 +51,7 @@ func New(d Deps) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{log: d.Logger, dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
-		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, metrics: d.Metrics, events: d.Events,
+		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, recordID: d.SourceClusterID, metrics: d.Metrics, events: d.Events,
 		clock: d.Clock, cfg: d.Config, ctx: ctx, cancel: cancel,
 		mirrors: map[string]*Runtime{}, parts: map[dest.TopicPartition]*Partition{}, changeCh: make(chan struct{})}, nil
 }

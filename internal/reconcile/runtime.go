@@ -169,25 +169,44 @@ func (mr *Runtime) getPeer() (PeerView, error) {
 // ClusterID returns the cached source cluster id ("" until resolved).
 func (mr *Runtime) ClusterID() string {
 	mr.mu.Lock()
-	defer mr.mu.Unlock()
-	return mr.srcClusterID
+	id := mr.srcClusterID
+	mr.mu.Unlock()
+	if id != "" {
+		return id
+	}
+	if cfg, err := mr.config(); err == nil {
+		return cfg.SourceClusterID // recorded the last time the source answered
+	}
+	return ""
 }
 
-// ResolveClusterID asks the source for its cluster id once; failures are logged and
-// retried on the next call.
+// ResolveClusterID asks the source for its cluster id once, and has it recorded with
+// the mirror (Deps.SourceClusterID) when it differs from the recorded one; failures are
+// logged and retried on the next call.
 func (mr *Runtime) ResolveClusterID(ctx context.Context) {
-	if mr.ClusterID() != "" {
+	mr.mu.Lock()
+	resolved := mr.srcClusterID != ""
+	mr.mu.Unlock()
+	if resolved {
 		return
 	}
 	_, sa, err := mr.Sources()
 	if err == nil {
 		var id string
-		if id, err = sa.ClusterID(ctx); err == nil {
+		if id, err = sa.ClusterID(ctx); err == nil && id != "" {
 			mr.mu.Lock()
 			mr.srcClusterID = id
 			mr.mu.Unlock()
+			if cfg, cerr := mr.config(); cerr == nil && cfg.SourceClusterID != id && mr.e.recordID != nil {
+				if rerr := mr.e.recordID(ctx, mr.name, id); rerr != nil {
+					mr.e.log.Warn("mirror: cannot record the source cluster id", "mirror", mr.name, "id", id, "err", rerr)
+				}
+			}
 			return
 		}
+	}
+	if err == nil {
+		return // an empty id: nothing to record, asked again next time
 	}
 	mr.e.log.Warn("mirror: cannot resolve the source cluster id", "mirror", mr.name, "err", err)
 }

@@ -66,6 +66,10 @@ const (
 	KeyFailedRetryInitialBackoffMs = "mirror.failed.retry.initial.backoff.ms"
 	KeyFailedRetryMaxBackoffMs     = "mirror.failed.retry.max.backoff.ms"
 	KeyFailedRetryMaxAttempts      = "mirror.failed.retry.max.attempts"
+	// KeySourceClusterID is the source cluster's id as kmirror recorded it when it
+	// last reached the source (Controller.RecordSourceClusterID), so that it is known
+	// after a restart before the source answers.
+	KeySourceClusterID = "mirror.source.cluster.id"
 )
 
 // neverSyncedTopicProperties are the topic configs never synced from the source, in
@@ -140,6 +144,8 @@ var configTable = []configKey{
 		doc: "largest back-off of the FAILED retry; at least the initial back-off when both are set"},
 	{key: KeyFailedRetryMaxAttempts, validate: validateIntRange(0, math.MaxInt16), shown: "the host's (kmirrord flag of the same name, 100)",
 		doc: "automatic retries of a FAILED partition before it waits for `mirrorctl --recover`; 0: no automatic retry"},
+	{key: KeySourceClusterID, validate: validateClusterID, shown: "recorded",
+		doc: "the source cluster's id, recorded with the mirror when kmirror reaches the source (and again if it changes), so that `mirrorctl --list` shows it, and `--source-cluster-id` finds the mirror, after a restart before the source answers; given at create, it stands until the source answers"},
 	{key: KeySecurityProtocol, def: "PLAINTEXT", validate: validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
 	{key: KeySASLMechanism, def: "PLAIN", validate: validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")},
 	{key: KeySASLUsername}, {key: KeySASLPassword},
@@ -218,6 +224,9 @@ type MirrorConfig struct {
 	MetadataRefreshSet      bool
 	// FailedRetry is the mirror's own FAILED retry (mirror.failed.retry.*).
 	FailedRetry FailedRetry
+	// SourceClusterID is the recorded id of the source cluster (KeySourceClusterID),
+	// "" before kmirror first reached it.
+	SourceClusterID string
 
 	topicsInclude, topicsExclude []*regexp.Regexp
 	groupsInclude, groupsExclude []*regexp.Regexp
@@ -310,6 +319,7 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		SocketTimeout:            ms(get(KeySocketTimeoutMs)),
 		SocketReceiveBufferBytes: int(atoi(get(KeySocketReceiveBufferBytes))),
 		SupportUncleanLeaderElec: get(KeyUncleanLeaderElection) == "true",
+		SourceClusterID:          get(KeySourceClusterID),
 	}
 	if v, ok := raw[KeyMetadataRefreshIntervalMs]; ok {
 		c.MetadataRefreshInterval, c.MetadataRefreshSet = ms(v), true
@@ -480,6 +490,20 @@ func validateIntRange(lo, hi int64) func(string) error {
 		}
 		return nil
 	}
+}
+
+// validateClusterID accepts a Kafka cluster id: 1 to 255 printable characters without
+// spaces.
+func validateClusterID(v string) error {
+	if v == "" || len(v) > 255 {
+		return fmt.Errorf("a cluster id has 1 to 255 characters, got %d", len(v))
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("cluster id %q has a space or a control character", v)
+		}
+	}
+	return nil
 }
 
 func validateIntOrMinusOne(v string) error {

@@ -58,3 +58,22 @@ func TestNeverMirroredRefusedAtStart(t *testing.T) {
 	require.False(t, m.Config.IncludesTopic("__consumer_offsets"))
 	require.Equal(t, []string{"x"}, m.Config.TopicsExclude)
 }
+
+func TestRecordSourceClusterID(t *testing.T) {
+	ctx := context.Background()
+	log := &MemoryControllerLog{}
+	c, err := OpenController(ctx, log)
+	require.NoError(t, err)
+	require.NoError(t, c.CreateMirror(ctx, "m", map[string]string{KeyBootstrapServers: "a:1"}))
+	require.Equal(t, admin.CodeUnknownClusterMirror, admin.CodeOf(c.RecordSourceClusterID(ctx, "x", "id")))
+	require.Equal(t, admin.CodeInvalidConfig, admin.CodeOf(c.RecordSourceClusterID(ctx, "m", "has space")))
+	require.NoError(t, c.RecordSourceClusterID(ctx, "m", "src-1"))
+	off := c.Offset()
+	require.NoError(t, c.RecordSourceClusterID(ctx, "m", "src-1"))
+	require.Equal(t, off, c.Offset(), "the same id again writes nothing")
+	c2, err := OpenController(ctx, log)
+	require.NoError(t, err)
+	m, _ := c2.Mirror("m")
+	require.Equal(t, "src-1", m.Config.SourceClusterID)
+	require.Equal(t, []string{"a:1"}, m.Config.BootstrapServers)
+}
