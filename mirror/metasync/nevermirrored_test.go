@@ -11,6 +11,7 @@ import (
 	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/mirror/localdest"
 	"github.com/kmirror/kmirror/records"
+	"github.com/kmirror/kmirror/statemachine"
 )
 
 // fakeSource is a SourceAdmin over fixed topics and configs.
@@ -111,4 +112,41 @@ func TestSyncTurnsOffTieredStorageCopiedFromTheSource(t *testing.T) {
 	require.NoError(t, err)
 	spec, _ = d.Topic("tiered")
 	require.Equal(t, "true", spec.Configs["remote.storage.enable"])
+}
+
+// An internal topic an earlier version started (topics.exclude had replaced the
+// built-in exclusion) is stopped by the next sync cycle.
+func TestSyncStopsInternalTopicsStartedBefore(t *testing.T) {
+	ctx := context.Background()
+	bs := "127.0.0.1:1"
+	log := &controller.MemoryControllerLog{}
+	_, err := log.Append(ctx, []records.ControllerRecord{
+		{Mirror: &records.ClusterMirrorRecord{MirrorName: "m", Configs: []records.ConfigEntry{
+			{Name: controller.KeyBootstrapServers, Value: &bs}}}},
+		{TopicState: &records.MirrorTopicStateChangeRecord{TopicID: uuid(2), TopicName: "__remote_log_metadata",
+			MirrorName: "m", DesiredState: int8(statemachine.DesiredMirroring)}},
+		{TopicState: &records.MirrorTopicStateChangeRecord{TopicID: uuid(5), TopicName: "orders",
+			MirrorName: "m", DesiredState: int8(statemachine.DesiredMirroring)}},
+	})
+	require.NoError(t, err)
+	ctl, err := controller.OpenController(ctx, log)
+	require.NoError(t, err)
+	src := &fakeSource{topics: []SourceTopic{{Name: "__remote_log_metadata", TopicID: uuid(2), Partitions: 50},
+		{Name: "orders", TopicID: uuid(5), Partitions: 1}}}
+	d := localdest.NewMemory("dst", fetcher.MemoryLogOptions{})
+	s, err := NewSyncer(SyncConfig{Mirror: "m", Controller: ctl, Source: src, Destination: d})
+	require.NoError(t, err)
+	st, err := s.SyncOnce(ctx)
+	require.NoError(t, err)
+	require.Empty(t, st.Errors)
+	require.Equal(t, 1, st.InternalTopicsStopped)
+	ts, _ := ctl.Topic("__remote_log_metadata")
+	require.Equal(t, statemachine.DesiredStopped, ts.Desired)
+	ts, _ = ctl.Topic("orders")
+	require.Equal(t, statemachine.DesiredMirroring, ts.Desired)
+	_, created := d.Topic("__remote_log_metadata")
+	require.False(t, created)
+	st, err = s.SyncOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.InternalTopicsStopped, "stopped once")
 }

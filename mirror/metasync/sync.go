@@ -61,13 +61,16 @@ func (e *SyncError) Unwrap() error { return e.Err }
 // SyncStats reports one sync cycle.
 type SyncStats struct {
 	TopicsDiscovered int // topics started by auto-discovery
-	TopicsCreated    int // destination topics created
-	PartitionsGrown  int // partitions added to destination topics
-	ConfigsChanged   int // topic config values altered on the destination
-	GroupsSynced     int // groups with at least one offset committed
-	OffsetsSynced    int // partition offsets committed
-	GroupsSkipped    int // groups skipped because they have active members on the destination
-	ACLsSynced       int // ACLs of the mirror on the destination after the cycle (acls.include)
+	// InternalTopicsStopped are topics the mirror had started that are never mirrored
+	// (controller.NeverMirrored), stopped by the cycle.
+	InternalTopicsStopped int
+	TopicsCreated         int // destination topics created
+	PartitionsGrown       int // partitions added to destination topics
+	ConfigsChanged        int // topic config values altered on the destination
+	GroupsSynced          int // groups with at least one offset committed
+	OffsetsSynced         int // partition offsets committed
+	GroupsSkipped         int // groups skipped because they have active members on the destination
+	ACLsSynced            int // ACLs of the mirror on the destination after the cycle (acls.include)
 	// ShareGroupsSynced, ShareOffsetsSynced and ShareGroupsSkipped are the share-group
 	// counterparts of the three group counters (sharegroups.go).
 	ShareGroupsSynced  int
@@ -199,6 +202,9 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 	for _, t := range topics {
 		c.src[t.Name] = t
 	}
+	if err := c.stopNeverMirrored(ctx); err != nil {
+		return c.stats, err
+	}
 	if err := c.discover(ctx, topics); err != nil {
 		return c.stats, err
 	}
@@ -251,6 +257,35 @@ func (c *cycle) discover(ctx context.Context, topics []SourceTopic) error {
 		}
 		c.stats.TopicsDiscovered++
 		c.log.Info("mirror topic discovered", "topic", r.Topic)
+	}
+	return nil
+}
+
+// stopNeverMirrored stops, in one controller change, the topics of the mirror that no
+// mirror may mirror (controller.NeverMirrored: an internal topic an earlier version
+// discovered when topics.exclude replaced the built-in exclusion), so that they are
+// fetched no longer.
+func (c *cycle) stopNeverMirrored(ctx context.Context) error {
+	var names []string
+	for _, ts := range c.s.cfg.Controller.Topics(c.s.cfg.Mirror) {
+		if controller.NeverMirrored(ts.Topic) && ts.Desired != statemachine.DesiredStopped {
+			names = append(names, ts.Topic)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	results, err := c.s.cfg.Controller.StopTopics(ctx, c.s.cfg.Mirror, names, nil, -1)
+	if err != nil {
+		return fmt.Errorf("mirror: sync of mirror %q: stop internal topics: %w", c.s.cfg.Mirror, err)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			c.fail("discover", r.Topic, "", r.Err)
+			continue
+		}
+		c.stats.InternalTopicsStopped++
+		c.log.Warn("internal topic mirrored by an earlier version stopped: a topic whose name starts with \"__\" is never mirrored", "topic", r.Topic)
 	}
 	return nil
 }
