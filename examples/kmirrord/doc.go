@@ -24,7 +24,11 @@
 //     client may do everything, as on a broker without an authorizer. The
 //     listener is plaintext without SASL, so every client is User:ANONYMOUS.
 //   - -super-users P1,P2: principals allowed everything with -enforce-acls.
-//   - -sync-interval, -log-level, -log-format, -cpuprofile: see -help.
+//   - -mirror.metadata.refresh.interval.ms (or -sync-interval as a duration), the FAILED
+//     retry -mirror.failed.retry.initial.backoff.ms, -mirror.failed.retry.max.backoff.ms
+//     and -mirror.failed.retry.max.attempts (the prototype's names; a mirror's own
+//     configs of the same names override them, docs/CONFIG.md), -log-level,
+//     -log-format, -cpuprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama
 // source admin for the source cluster, and the admin-RPC peer (LME lookup)

@@ -121,7 +121,7 @@ var configTable = []configKey{
 	{key: KeyTopicsInclude, validate: validateRegexList, shown: "`\"\"` (only explicitly started topics)",
 		doc: "regexes of topics to auto-discover; exclude wins"},
 	{key: KeyTopicsExclude, validate: validateRegexList,
-		doc: "regexes of topics not mirrored, in addition to the ones never mirrored whatever the patterns: every topic whose name starts with `__` (Kafka's internal topics, `__remote_log_metadata`, kmirror's `__mirror_state`) and every topic the source flags internal (an explicit start of one is INVALID_REQUEST)"},
+		doc: "regexes of topics not mirrored, in addition to the ones never mirrored whatever the patterns: every topic whose name starts with `__` (Kafka's internal topics, `__remote_log_metadata`, kmirror's `__mirror_state`) and every topic the source flags internal (an explicit start of one is INVALID_REQUEST; one an earlier version started is stopped by the next sync)"},
 	{key: KeyGroupsInclude, def: ".*", validate: validateRegexList, doc: "consumer groups and share groups whose offsets are synced (see *Share groups* below)"},
 	{key: KeyGroupsExclude, validate: validateRegexList, doc: "groups whose offsets are not synced; exclude wins"},
 	{key: KeyACLsInclude, def: "*", validate: validateACLRules,
