@@ -24,6 +24,9 @@ const (
 	// ConditionACLsSecurityDisabled: the source has no authorizer (DescribeAcls answers
 	// SECURITY_DISABLED); the ACL sync is skipped and the ACLs synced before are kept.
 	ConditionACLsSecurityDisabled = "acls-security-disabled"
+	// ConditionSyncErrors: the cycles end with failures (SyncStats.Errors); each
+	// failure is logged when it starts and when it is resolved.
+	ConditionSyncErrors = "sync-errors"
 )
 
 // DefaultConditionRecheck is how often a source is asked again while a condition holds

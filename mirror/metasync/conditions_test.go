@@ -123,3 +123,41 @@ func TestACLSyncSecurityDisabledWarnsOnce(t *testing.T) {
 	require.Equal(t, observed{false, 6}, obs.seen[len(obs.seen)-1])
 	require.Len(t, obs.seen, 7)
 }
+
+type allConditions struct{ seen []string }
+
+func (c *allConditions) SyncCondition(mirror, condition string, active bool, cycles int64) {
+	c.seen = append(c.seen, fmt.Sprintf("%s %v %d", condition, active, cycles))
+}
+
+// A failure that repeats from cycle to cycle is logged when it starts and when it is
+// resolved, with the number of cycles, while every cycle still reports it in Errors.
+func TestSyncErrorLoggedAtStartAndEnd(t *testing.T) {
+	ctx := context.Background()
+	src := &fakeSource{}
+	ctl, err := controller.OpenController(ctx, &controller.MemoryControllerLog{})
+	require.NoError(t, err)
+	require.NoError(t, ctl.CreateMirror(ctx, "m", map[string]string{controller.KeyBootstrapServers: "127.0.0.1:1"}))
+	_, err = ctl.StartTopics(ctx, "m", []controller.TopicMeta{{Name: "t", TopicID: uuid(9), NumPartitions: 1}}, nil, nil)
+	require.NoError(t, err)
+	d := localdest.NewMemory("dst", fetcher.MemoryLogOptions{})
+	logs, obs := &logRecords{}, &allConditions{}
+	s, err := NewSyncer(SyncConfig{Mirror: "m", Controller: ctl, Source: src, Destination: d, Logger: slog.New(logs), Observer: obs})
+	require.NoError(t, err)
+	for range 3 {
+		st, err := s.SyncOnce(ctx)
+		require.NoError(t, err)
+		require.Len(t, st.Errors, 1)
+		require.ErrorIs(t, st.Errors[0], ErrSourceTopicMissing)
+	}
+	require.Len(t, logs.matching("WARN mirror sync error"), 1, "%v", logs.recs)
+
+	src.topics = []SourceTopic{{Name: "t", TopicID: uuid(9), Partitions: 1}} // the topic is back
+	st, err := s.SyncOnce(ctx)
+	require.NoError(t, err)
+	require.Empty(t, st.Errors)
+	resolved := logs.matching("mirror sync error resolved")
+	require.Len(t, resolved, 1)
+	require.Contains(t, resolved[0], "cycles=3")
+	require.Equal(t, []string{"sync-errors true 1", "sync-errors true 2", "sync-errors true 3", "sync-errors false 3"}, obs.seen)
+}

@@ -155,6 +155,10 @@ type Syncer struct {
 	mu  sync.Mutex // serializes cycles; guards the conditions below
 	// aclsOff is ConditionACLsSecurityDisabled.
 	aclsOff condition
+	// failing are the failures of the last cycles, by op, topic, group and text;
+	// errorsCond is ConditionSyncErrors.
+	failing    map[string]*failure
+	errorsCond condition
 }
 
 // NewSyncer validates cfg and returns a Syncer.
@@ -162,7 +166,7 @@ func NewSyncer(cfg SyncConfig) (*Syncer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Syncer{cfg: cfg.withDefaults()}, nil
+	return &Syncer{cfg: cfg.withDefaults(), failing: map[string]*failure{}}, nil
 }
 
 // cycle is the state of one SyncOnce.
@@ -175,12 +179,54 @@ type cycle struct {
 	src map[string]SourceTopic
 	// healthy MIRRORING topics (source id = mirror id, destination topic present)
 	healthy map[string]bool
+	// seen are the failures of this cycle (keys of Syncer.failing)
+	seen map[string]bool
 }
 
+// fail records a failure of the cycle in its stats. The log has it once, when it starts:
+// the same failure (op, topic, group and text) in the next cycles is counted, not
+// logged again, and its end is logged with the number of cycles it lasted (settle).
 func (c *cycle) fail(op, topic, group string, err error) {
 	e := &SyncError{Mirror: c.s.cfg.Mirror, Op: op, Topic: topic, Group: group, Err: err}
 	c.stats.Errors = append(c.stats.Errors, e)
+	key := op + "\x00" + topic + "\x00" + group + "\x00" + err.Error()
+	c.seen[key] = true
+	if f, ok := c.s.failing[key]; ok {
+		f.cycles++
+		return
+	}
+	c.s.failing[key] = &failure{err: e, cycles: 1}
 	c.log.Warn("mirror sync error", "op", op, "topic", topic, "group", group, "err", err)
+}
+
+// failure is a sync failure that held in consecutive cycles.
+type failure struct {
+	err    *SyncError
+	cycles int64
+}
+
+// settle ends, at the end of a complete cycle, the failures it did not see again, and
+// reports ConditionSyncErrors to the Observer.
+func (c *cycle) settle() {
+	for key, f := range c.s.failing {
+		if c.seen[key] {
+			continue
+		}
+		delete(c.s.failing, key)
+		c.log.Info("mirror sync error resolved", "op", f.err.Op, "topic", f.err.Topic, "group", f.err.Group,
+			"cycles", f.cycles, "err", f.err.Err)
+	}
+	cond := &c.s.errorsCond
+	switch {
+	case len(c.s.failing) > 0:
+		cond.active = true
+		cond.cycles++
+		c.observe(ConditionSyncErrors, true, cond.cycles)
+	case cond.active:
+		cond.active = false
+		c.observe(ConditionSyncErrors, false, cond.cycles)
+		cond.cycles = 0
+	}
 }
 
 // SyncOnce runs one sync cycle. The returned error is a failure of the whole cycle (the
@@ -193,7 +239,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 	if !ok {
 		return SyncStats{}, controller.UnknownMirror(s.cfg.Mirror)
 	}
-	c := &cycle{s: s, cfg: m.Config, log: s.cfg.Logger.With("mirror", s.cfg.Mirror), healthy: map[string]bool{}}
+	c := &cycle{s: s, cfg: m.Config, log: s.cfg.Logger.With("mirror", s.cfg.Mirror), healthy: map[string]bool{}, seen: map[string]bool{}}
 	topics, err := s.cfg.Source.ListTopics(ctx)
 	if err != nil {
 		return c.stats, fmt.Errorf("mirror: sync of mirror %q: list source topics: %w", s.cfg.Mirror, err)
@@ -224,7 +270,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 		return c.stats, err
 	}
 	c.syncACLs(ctx)
-	return c.stats, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return c.stats, err
+	}
+	c.settle()
+	return c.stats, nil
 }
 
 // discover starts, in one controller append, every source topic that matches the
