@@ -242,6 +242,8 @@ func (mr *Runtime) syncOnce(ctx context.Context) (metasync.SyncStats, error) {
 func (mr *Runtime) syncLoop(interval time.Duration) {
 	t := time.NewTimer(mr.syncInterval(interval))
 	defer t.Stop()
+	var failed int64 // consecutive failed cycles, logged at the first and when they end
+	var lastErr string
 	for {
 		select {
 		case <-mr.e.ctx.Done():
@@ -255,8 +257,16 @@ func (mr *Runtime) syncLoop(interval time.Duration) {
 			return
 		}
 		if cfg, err := mr.config(); err != nil || !cfg.MetadataRefreshSet || cfg.MetadataRefreshInterval > 0 {
-			if _, err := mr.syncOnce(mr.e.ctx); err != nil && mr.e.ctx.Err() == nil {
-				mr.e.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "err", err)
+			_, err := mr.syncOnce(mr.e.ctx)
+			switch {
+			case err != nil && mr.e.ctx.Err() == nil:
+				if failed++; failed == 1 || err.Error() != lastErr {
+					mr.e.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "failed_cycles", failed, "err", err)
+				}
+				lastErr = err.Error()
+			case err == nil && failed > 0:
+				mr.e.log.Info("mirror: sync cycles succeed again", "mirror", mr.name, "failed_cycles", failed, "last_err", lastErr)
+				failed, lastErr = 0, ""
 			}
 			mr.e.Refresh()
 		}
