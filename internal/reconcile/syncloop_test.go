@@ -23,7 +23,7 @@ import (
 // emptyAdmin is a source with nothing on it.
 type emptyAdmin struct{}
 
-func (emptyAdmin) ClusterID(context.Context) (string, error)                 { return "src", nil }
+func (emptyAdmin) ClusterID(context.Context) (string, error)                  { return "src", nil }
 func (emptyAdmin) ListTopics(context.Context) ([]metasync.SourceTopic, error) { return nil, nil }
 func (emptyAdmin) TopicConfigs(context.Context, []string) (map[string]map[string]string, error) {
 	return map[string]map[string]string{}, nil
