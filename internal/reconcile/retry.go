@@ -148,14 +148,23 @@ func (r *Partition) retryAttemptFor(to statemachine.State, cause error) int16 {
 }
 
 // applyRecover runs on the run goroutine when ev is the Retry of RecoverMirrorTopics:
-// the attempts start again from zero and a non-retryable failure becomes retryable.
-func (r *Partition) applyRecover(ev statemachine.Event) {
+// the attempts start again from zero and a non-retryable failure becomes retryable. It
+// reports false for an automatic retry that came too late: a timer armed by a retryable
+// failure that fires after a later failure made the partition non-retryable (the source
+// topic was deleted meanwhile); only RecoverMirrorTopics restarts such a partition, so
+// the event is dropped.
+func (r *Partition) applyRecover(ev statemachine.Event) bool {
 	switch ev.(type) {
 	case statemachine.Retry, statemachine.RetryMirroring:
 		if r.recoverReq.Swap(false) {
 			r.attempts, r.nonRetryable = 0, false
+			return true
+		}
+		if r.nonRetryable && r.state == statemachine.Failed {
+			return false
 		}
 	}
+	return true
 }
 
 // recover asks the run goroutine to restart the partition if it is FAILED (a no-op in
