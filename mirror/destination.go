@@ -65,6 +65,12 @@ func LocalProducerIDRange(clusterID string) (first, limit int64) {
 // ErrProducerIDsExhausted is dest.ErrProducerIDsExhausted: a ProducerIDAllocator's
 // range has no room for another block.
 var ErrProducerIDsExhausted = dest.ErrProducerIDsExhausted
+// ErrClusterIDMismatch and ClusterIDMismatchError are localdest's: OpenFileDestination
+// refuses a root created under another cluster id.
+var ErrClusterIDMismatch = localdest.ErrClusterIDMismatch
+
+// ClusterIDMismatchError is localdest.ClusterIDMismatchError.
+type ClusterIDMismatchError = localdest.ClusterIDMismatchError
 
 // ErrDestinationLocked is localdest.ErrLocked: the root is open in another
 // LocalDestination, in this process or another.
@@ -74,7 +80,8 @@ var ErrDestinationLocked = localdest.ErrLocked
 const DestinationLockFile = localdest.LockFile
 
 // OpenFileDestination is localdest.OpenFile: it opens (creating when needed) a file
-// destination rooted at root, locked until Close.
+// destination rooted at root, locked until Close. A root created under another cluster
+// id is refused with a *ClusterIDMismatchError (ErrClusterIDMismatch).
 func OpenFileDestination(root, clusterID string, opts fetcher.FileLogOptions) (*LocalDestination, error) {
 	return localdest.OpenFile(root, clusterID, opts)
 }

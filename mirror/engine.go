@@ -62,13 +62,14 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 		Peers: m.peerView,
 		NewSyncer: func(name string, sa metasync.SourceAdmin) (*metasync.Syncer, error) {
 			return metasync.NewSyncer(metasync.SyncConfig{Mirror: name, Controller: m.ctrl, Source: sa,
-				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name)})
+				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name), Observer: conditionObserver(m.opts.ops.metrics)})
 		},
-		Metrics:  m.opts.ops.metrics,
-		Events:   events,
-		Removals: m.opts.removals,
-		Logger:   m.log,
-		Clock:    m.opts.clock,
+		SourceClusterID: m.ctrl.RecordSourceClusterID,
+		Metrics:         m.opts.ops.metrics,
+		Events:          events,
+		Removals:        m.opts.removals,
+		Logger:          m.log,
+		Clock:           m.opts.clock,
 		Config: reconcile.Config{FetchersPerMirror: m.cfg.FetchersPerMirror, SyncInterval: m.cfg.SyncInterval,
 			FetchIdleWait: m.cfg.FetchIdleWait, Retry: reconcile.RetryConfig(m.opts.retry),
 			UnreachableAfter: m.opts.ops.unreachableAfter},
@@ -124,4 +125,10 @@ func (p peerView) PartitionStates(ctx context.Context, names []string, topic str
 		}
 	}
 	return out, err
+}
+
+// conditionObserver is metrics as the sync's metasync.ConditionObserver, when it is one.
+func conditionObserver(metrics Metrics) metasync.ConditionObserver {
+	o, _ := metrics.(metasync.ConditionObserver)
+	return o
 }

@@ -489,7 +489,8 @@ func (m *Mirror) ListClusterMirrors(ctx context.Context, f ListFilter) ([]Mirror
 		if len(f.MirrorNames) > 0 && !wantNames[mi.Name] {
 			continue
 		}
-		l := MirrorListing{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
+		l := MirrorListing{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ","),
+			SourceClusterID: mi.Config.SourceClusterID} // recorded; the runtime's answer below when it has one
 		if mr, ok := m.mirror(mi.Name); ok {
 			if len(f.SourceClusterIDs) > 0 {
 				mr.ResolveClusterID(ctx)
@@ -544,7 +545,8 @@ func (m *Mirror) DescribeClusterMirrors(ctx context.Context, names []string, o D
 	}
 	var out []MirrorDescription
 	for _, mi := range infos {
-		d := MirrorDescription{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ",")}
+		d := MirrorDescription{Name: mi.Name, SourceBootstrap: strings.Join(mi.Config.BootstrapServers, ","),
+			SourceClusterID: mi.Config.SourceClusterID}
 		if mr, ok := m.mirror(mi.Name); ok {
 			if o.ClusterID != "" {
 				mr.ResolveClusterID(ctx)
@@ -617,7 +619,41 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 	if err != nil {
 		return nil, err
 	}
+	if o.IncludeLags && o.IncludeStates {
+		m.pausedLags(ctx, name, out)
+	}
 	return out, nil
+}
+
+// pausedLags fills in the source offset, so the lag, of the PAUSED partitions of out,
+// which no fetcher follows: one ListOffsets to the mirror's source. A source that does
+// not answer leaves them unknown (-1), as for any partition.
+func (m *Mirror) pausedLags(ctx context.Context, name string, out []TopicDescription) {
+	mr, ok := m.mirror(name)
+	if !ok {
+		return
+	}
+	var tps []TopicPartition
+	for _, td := range out {
+		for _, pd := range td.Partitions {
+			if pd.State == statemachine.Paused && pd.SourceOffset < 0 && pd.DestinationOffset >= 0 {
+				tps = append(tps, TopicPartition{Topic: td.Topic, Partition: pd.Partition})
+			}
+		}
+	}
+	hws, err := mr.SourceHighWatermarks(ctx, tps)
+	if err != nil {
+		m.log.Debug("mirror: describe: source offsets of paused partitions unknown", "mirror", name, "err", err)
+		return
+	}
+	for i := range out {
+		for j := range out[i].Partitions {
+			pd := &out[i].Partitions[j]
+			if hw, ok := hws[TopicPartition{Topic: out[i].Topic, Partition: pd.Partition}]; ok && pd.State == statemachine.Paused && pd.SourceOffset < 0 {
+				pd.SourceOffset = hw
+			}
+		}
+	}
 }
 
 // asAdminError keeps *admin.Error values and wraps others as UNKNOWN_SERVER_ERROR.

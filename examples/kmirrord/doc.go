@@ -56,7 +56,11 @@
 //     anonymous clients as before.
 //   - failed authentications are logged at most once per client host and
 //     minute, and counted in kmirror_auth_failures_total (-metrics).
-//   - -sync-interval, -log-level, -log-format, -cpuprofile: see -help.
+//   - -mirror.metadata.refresh.interval.ms (or -sync-interval as a duration), the FAILED
+//     retry -mirror.failed.retry.initial.backoff.ms, -mirror.failed.retry.max.backoff.ms
+//     and -mirror.failed.retry.max.attempts (the prototype's names; a mirror's own
+//     configs of the same names override them, docs/CONFIG.md), -log-level,
+//     -log-format, -cpuprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama
 // source admin for the source cluster, and the admin-RPC peer (LME lookup)

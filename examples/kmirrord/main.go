@@ -22,6 +22,7 @@ import (
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/mirror/adminhandler"
 	"github.com/kmirror/kmirror/mirror/auth"
+	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/mirror/dataplane"
 	"github.com/kmirror/kmirror/mirror/kmprom"
 )
@@ -47,6 +48,7 @@ type options struct {
 	data         string
 	clusterID    string
 	syncInterval time.Duration
+	retry        mirror.RetryConfig // the FAILED retry (mirror.failed.retry.* flags)
 	logLevel     slog.Level
 	logFormat    string
 	cpuProfile   string
@@ -117,6 +119,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.data, "data", "", "data `directory` of the site's destination and state (required)")
 	fs.StringVar(&o.clusterID, "cluster-id", "", "cluster `id` of the site, used on first start and stored in the data directory (default: random)")
 	fs.DurationVar(&o.syncInterval, "sync-interval", mirror.DefaultSyncInterval, "period of each mirror's metadata sync (negative: off)")
+	refreshMs := fs.Int64(controller.KeyMetadataRefreshIntervalMs, mirror.DefaultSyncInterval.Milliseconds(),
+		"period of each mirror's metadata sync in `ms` (0: off; the prototype's name of -sync-interval; a mirror's own config of the same name overrides it)")
+	def := mirror.DefaultRetryConfig()
+	initialMs := fs.Int64(controller.KeyFailedRetryInitialBackoffMs, def.Initial.Milliseconds(), "first back-off of the automatic retry of a FAILED partition, in `ms` (doubles per attempt)")
+	maxMs := fs.Int64(controller.KeyFailedRetryMaxBackoffMs, def.Max.Milliseconds(), "largest back-off of the FAILED retry, in `ms`")
+	fs.IntVar(&o.retry.MaxAttempts, controller.KeyFailedRetryMaxAttempts, def.MaxAttempts, "automatic retries of a FAILED partition before it waits for mirrorctl --recover (`n`, 0: none)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
@@ -136,6 +144,27 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set[controller.KeyMetadataRefreshIntervalMs] {
+		if set["sync-interval"] {
+			return nil, usagef("-sync-interval and -%s name the same setting: give one", controller.KeyMetadataRefreshIntervalMs)
+		}
+		if *refreshMs < 0 {
+			return nil, usagef("-%s: %d is negative", controller.KeyMetadataRefreshIntervalMs, *refreshMs)
+		}
+		o.syncInterval = time.Duration(*refreshMs) * time.Millisecond
+		if *refreshMs == 0 {
+			o.syncInterval = -1 // off
+		}
+	}
+	o.retry.Initial, o.retry.Max = time.Duration(*initialMs)*time.Millisecond, time.Duration(*maxMs)*time.Millisecond
+	if *initialMs < 1 || *maxMs < 1 {
+		return nil, usagef("-%s and -%s must be at least 1", controller.KeyFailedRetryInitialBackoffMs, controller.KeyFailedRetryMaxBackoffMs)
+	}
+	if err := o.retry.Validate(); err != nil {
+		return nil, usagef("FAILED retry flags: %v", err)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, usagef("-log-level: %v", err)
@@ -259,7 +288,7 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if d.creds, err = openCredentials(o.data, o.security.addScram, log); err != nil {
 		return nil, err
 	}
-	mopts := []mirror.Option{mirror.WithLogger(log)}
+	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry)}
 	var metrics *kmprom.Metrics
 	if o.metrics != "" {
 		metrics = kmprom.New("")

@@ -44,6 +44,13 @@
 // mirrorctl checks the server's ApiVersions first and sends nothing to an older
 // server.
 //
+// As in Kafka's tools, --topic is an alias of --topics, --timeout takes
+// milliseconds (30000) as well as a Go duration (30s), --version prints the
+// version, and a bad flag prints the problem and a short usage. Without --wait
+// a lifecycle line says what is under way ("Stopping mirroring topic ..."), with
+// --wait what is done ("Stopped ..."); --recover says per topic how many
+// partitions were FAILED, or that none was.
+//
 // --bootstrap-server is the address of a kmirror admin server (admin.Server)
 // of the destination. Tables are aligned like kafka-consumer-groups;
 // --output json prints JSON instead. Exit codes: 0 success, 1 the request

@@ -15,11 +15,20 @@ import (
 // waitPoll is how often --wait describes the partitions again.
 const waitPoll = 100 * time.Millisecond
 
+// lifecycleVerbs are how stop, pause and resume report a topic they were accepted for:
+// ongoing ("Stopping mirroring") while the partitions are on their way, done ("Stopped
+// mirroring") once --wait saw every partition there.
+var lifecycleVerbs = map[string]struct{ ongoing, done string }{
+	"stop":   {"Stopping mirroring", "Stopped mirroring"},
+	"pause":  {"Pausing mirroring", "Paused mirroring"},
+	"resume": {"Resuming mirroring", "Resumed mirroring"},
+}
+
 // lifecycle finishes stop, pause and resume: a stop or pause refused because the topic
 // is already in the target state becomes a success with a note, the results are
 // reported, and with --wait it returns once every partition of the topics that
 // succeeded reached the target state.
-func (c *cli) lifecycle(ctx context.Context, op, verb string, results []topicResult, items []string) error {
+func (c *cli) lifecycle(ctx context.Context, op string, results []topicResult, items []string) error {
 	var target statemachine.State
 	switch op {
 	case "stop":
@@ -31,8 +40,9 @@ func (c *cli) lifecycle(ctx context.Context, op, verb string, results []topicRes
 	default:
 		target = statemachine.Mirroring
 	}
+	verb := lifecycleVerbs[op]
 	if !c.o.wait {
-		return c.report(op, verb, results, items)
+		return c.report(op, verb.ongoing, results, items)
 	}
 	var topics []string
 	for _, r := range results {
@@ -41,7 +51,7 @@ func (c *cli) lifecycle(ctx context.Context, op, verb string, results []topicRes
 		}
 	}
 	if err := c.waitStates(ctx, topics, target); err != nil {
-		_ = c.report(op, verb, results, items)
+		_ = c.report(op, verb.ongoing, results, items)
 		return err
 	}
 	for i := range results {
@@ -49,7 +59,7 @@ func (c *cli) lifecycle(ctx context.Context, op, verb string, results []topicRes
 			results[i].State = target.String()
 		}
 	}
-	if err := c.report(op, verb, results, items); err != nil {
+	if err := c.report(op, verb.done, results, items); err != nil {
 		return err
 	}
 	if c.o.output != "json" && len(topics) > 0 {

@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.describe, "describe", false, "describe mirror partitions")
 	fs.StringVar(&o.mirror, "mirror", "", "cluster mirror `name`")
 	fs.StringVar(&o.topics, "topics", "", "comma `list` of topic names or regular expressions")
+	topicAlias := fs.String("topic", "", "alias of --topics, as in Kafka's tools")
+	version := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&o.exclude, "exclude", "", "comma `list` of topic regular expressions to exclude (only with --start)")
 	fs.StringVar(&o.state, "state", "", "list only topics whose desired `state` is this (MIRRORING, PAUSED, STOPPED)")
 	fs.StringVar(&o.sourceClusterID, "source-cluster-id", "", "list only mirrors of this source cluster `id`")
@@ -104,18 +109,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.acl.operations, "operation", "", "with --add-acl/--remove-acl: comma `list` of operations (Describe, Alter, Create, All, ...)")
 	fs.StringVar(&o.acl.host, "host", "*", "with --add-acl/--remove-acl: the client `host` the ACL applies to")
 	fs.BoolVar(&o.acl.deny, "deny", false, "with --add-acl/--remove-acl: a DENY ACL instead of ALLOW")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the server (and, with --wait, for the partitions)")
+	o.timeout = 30 * time.Second
+	fs.Var((*msDuration)(&o.timeout), "timeout", "how long to wait for the server (and, with --wait, for the partitions):\n"+
+		"milliseconds as in Kafka's tools (30000) or a Go duration (30s)")
 	fs.Usage = func() {} // printed below: -help on stdout, mistakes on stderr
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(fs, stdout)
 			return exitOK
 		}
-		printUsage(fs, stderr) // flag already printed the problem
+		fmt.Fprint(stderr, shortUsage) // flag already printed the problem
 		return exitUsage
+	}
+	if *version {
+		fmt.Fprintf(stdout, "mirrorctl %s\n", buildVersion())
+		return exitOK
 	}
 	if *jsonFlag {
 		o.output = "json"
+	}
+	if *topicAlias != "" {
+		if o.topics != "" && o.topics != *topicAlias {
+			return usage(stderr, usagef("--topic and --topics name the same flag: give one"))
+		}
+		o.topics = *topicAlias
 	}
 	if fs.NArg() > 0 {
 		return usage(stderr, usagef("unexpected argument %q", fs.Arg(0)))
@@ -152,6 +169,50 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// shortUsage is what a mistake on the command line prints after the problem.
+const shortUsage = "Usage: mirrorctl --bootstrap-server HOST:PORT ACTION [flags]\nRun 'mirrorctl --help' for usage.\n"
+
+// msDuration is the value of --timeout: plain milliseconds, as Kafka's tools take
+// them, or a Go duration ("30s").
+type msDuration time.Duration
+
+func (d *msDuration) String() string { return time.Duration(*d).String() }
+
+func (d *msDuration) Set(v string) error {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+			return fmt.Errorf("%d ms is out of range", ms)
+		}
+		*d = msDuration(time.Duration(ms) * time.Millisecond)
+		return nil
+	}
+	v2, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is neither milliseconds nor a duration (30000, 30s)", v)
+	}
+	*d = msDuration(v2)
+	return nil
+}
+
+// buildVersion is the version of the kmirror module the binary was built from
+// ("(devel)" for a build from a source tree), with its VCS revision when known.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			v += " (commit " + s.Value + ")"
+		}
+	}
+	return v
 }
 
 // printUsage prints the usage text and every flag to w.
@@ -471,7 +532,7 @@ func (c *cli) doStop(ctx context.Context) error {
 		r.Plan = planRows(t.Partitions)
 		results = append(results, r)
 	}
-	return c.lifecycle(ctx, "stop", "Stopped mirroring", results, items)
+	return c.lifecycle(ctx, "stop", results, items)
 }
 
 func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
@@ -506,7 +567,7 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 			}
 			results = append(results, r)
 		}
-		return c.lifecycle(ctx, "pause", "Paused mirroring", results, items)
+		return c.lifecycle(ctx, "pause", results, items)
 	}
 	req := admin.NewPtrResumeMirrorTopicsRequest()
 	req.MirrorName = c.o.mirror
@@ -529,7 +590,7 @@ func (c *cli) doPauseResume(ctx context.Context, pause bool) error {
 		}
 		results = append(results, r)
 	}
-	return c.lifecycle(ctx, "resume", "Resumed mirroring", results, items)
+	return c.lifecycle(ctx, "resume", results, items)
 }
 
 // resolveTopics turns --topics items into topic names: regexes are matched

@@ -132,11 +132,15 @@ func TestMirrorctlRecover(t *testing.T) {
 	require.Regexp(t, `(?m)^m\s+orders\s+0\s+1\s+.*source unreachable`, out)
 	code, out, errOut = e.ctl(t, "--recover", "--mirror", "m", "--topics", "orders")
 	require.Equal(t, exitOK, code, errOut)
-	require.Contains(t, out, `Recovered mirroring topic "orders" of mirror "m".`)
+	require.Contains(t, out, `Topic "orders" of mirror "m" is recovering: 1 FAILED partition restarted.`)
 	require.NoError(t, m.WaitForLag(ctx, "m", []string{"orders"}, 0))
 	l, err := dest.Log("orders", 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), l.LogEndOffset())
+
+	code, out, errOut = e.ctl(t, "--recover", "--mirror", "m", "--topics", "orders")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, "Topic \"orders\" of mirror \"m\" had no FAILED partition: nothing to recover.\n", out)
 
 	code, _, errOut = e.ctl(t, "--recover", "--mirror", "m")
 	require.Equal(t, exitUsage, code)

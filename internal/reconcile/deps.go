@@ -50,6 +50,10 @@ type Deps struct {
 	Peers PeerFactory
 	// NewSyncer builds the metadata sync of a mirror over its SourceAdmin (required).
 	NewSyncer func(mirror string, sa metasync.SourceAdmin) (*metasync.Syncer, error)
+	// SourceClusterID, when set, is called with a mirror's source cluster id each time
+	// the engine resolves one that differs from the mirror's recorded
+	// (controller.KeySourceClusterID), to record it; its error is logged.
+	SourceClusterID func(ctx context.Context, mirror, id string) error
 	// Metrics receives the measurements; nil = none.
 	Metrics Metrics
 	// Events is called after every durable actual-state change; nil = none.

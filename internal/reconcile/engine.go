@@ -24,6 +24,7 @@ type Engine struct {
 	sources   SourceFactory
 	peers     PeerFactory
 	newSyncer func(string, metasync.SourceAdmin) (*metasync.Syncer, error)
+	recordID  func(ctx context.Context, mirror, id string) error
 	metrics   Metrics
 	events    func(StateChange)
 	removals  func(Removal)
@@ -52,7 +53,7 @@ func New(d Deps) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{log: d.Logger, dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
-		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, metrics: d.Metrics, events: d.Events, removals: d.Removals,
+		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, recordID: d.SourceClusterID, metrics: d.Metrics, events: d.Events, removals: d.Removals,
 		clock: d.Clock, cfg: d.Config, ctx: ctx, cancel: cancel,
 		mirrors: map[string]*Runtime{}, parts: map[dest.TopicPartition]*Partition{}, changeCh: make(chan struct{})}, nil
 }

@@ -186,3 +186,31 @@ func (e fetchEvents) OnPartitionError(tp fetcher.TopicPartition, err error) {
 }
 
 var _ fetcher.FetchObserver = fetchEvents{}
+
+// SourceHighWatermarks asks the mirror's source, in one ListOffsets, for the high
+// watermark (latest offset) of partitions that are in no fetcher (PAUSED), so that a
+// describe shows their lag. A partition the source did not answer is absent.
+func (mr *Runtime) SourceHighWatermarks(ctx context.Context, tps []fetcher.TopicPartition) (map[fetcher.TopicPartition]int64, error) {
+	if len(tps) == 0 {
+		return nil, nil
+	}
+	src, _, err := mr.Sources()
+	if err != nil {
+		return nil, err
+	}
+	qs := make([]fetcher.OffsetQuery, len(tps))
+	for i, tp := range tps {
+		qs[i] = fetcher.OffsetQuery{Topic: tp.Topic, Partition: tp.Partition, CurrentLeaderEpoch: -1, Timestamp: -1}
+	}
+	rs, err := src.ListOffsets(ctx, qs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[fetcher.TopicPartition]int64, len(rs))
+	for _, r := range rs {
+		if r.ErrorCode == 0 && r.Offset >= 0 {
+			out[fetcher.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset
+		}
+	}
+	return out, nil
+}

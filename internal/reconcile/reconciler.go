@@ -270,7 +270,9 @@ func (r *Partition) step() {
 		if ev == nil {
 			ev = r.tieredStorageCheck()
 		}
-		r.applyRecover(ev)
+		if !r.applyRecover(ev) {
+			continue // a stale automatic retry of a non-retryable failure
+		}
 		to, acts, reassert, ok := r.decide(ev)
 		if !ok {
 			if ev != nil {

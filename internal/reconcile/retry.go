@@ -77,7 +77,7 @@ func (g *retryGate) healthy() {
 // its failure is non-retryable, the automatic retry is off, or its attempts ran out.
 func (r *Partition) FailureFinal() bool {
 	ra := r.pubRetry.Load()
-	rc := r.e.cfg.Retry
+	rc := r.mr.retryConfig()
 	return ra == int32(records.NonRetryable) || rc.MaxAttempts == 0 || int(ra) >= rc.MaxAttempts
 }
 
@@ -85,7 +85,7 @@ func (r *Partition) FailureFinal() bool {
 // mirror's shared backoff (retryGate), unless the failure is non-retryable or the
 // attempts ran out.
 func (r *Partition) maybeScheduleFailedRetry() {
-	rc := r.e.cfg.Retry
+	rc := r.mr.retryConfig()
 	if r.retryC != nil || r.nonRetryable || rc.MaxAttempts == 0 || r.attempts >= rc.MaxAttempts {
 		return
 	}
@@ -93,6 +93,31 @@ func (r *Partition) maybeScheduleFailedRetry() {
 	r.attempts++
 	r.retryEvent = retryEvent(r.prevState)
 	r.schedule(d)
+}
+
+// retryConfig is the FAILED retry of the mirror: the engine's Config.Retry with each of
+// the mirror's own mirror.failed.retry.* configs over it. The initial back-off never
+// exceeds the maximum: a mirror's initial above the host's maximum raises the maximum.
+func (mr *Runtime) retryConfig() RetryConfig {
+	rc := mr.e.cfg.Retry
+	cfg, err := mr.config()
+	if err != nil {
+		return rc
+	}
+	fr := cfg.FailedRetry
+	if fr.InitialBackoff > 0 {
+		rc.Initial = fr.InitialBackoff
+	}
+	if fr.MaxBackoff > 0 {
+		rc.Max = fr.MaxBackoff
+	}
+	if fr.MaxAttemptsSet {
+		rc.MaxAttempts = fr.MaxAttempts
+	}
+	if rc.Max > 0 && rc.Max < rc.Initial {
+		rc.Max = rc.Initial
+	}
+	return rc
 }
 
 // retryEvent is the event that restarts a FAILED partition whose state before FAILED
@@ -123,14 +148,23 @@ func (r *Partition) retryAttemptFor(to statemachine.State, cause error) int16 {
 }
 
 // applyRecover runs on the run goroutine when ev is the Retry of RecoverMirrorTopics:
-// the attempts start again from zero and a non-retryable failure becomes retryable.
-func (r *Partition) applyRecover(ev statemachine.Event) {
+// the attempts start again from zero and a non-retryable failure becomes retryable. It
+// reports false for an automatic retry that came too late: a timer armed by a retryable
+// failure that fires after a later failure made the partition non-retryable (the source
+// topic was deleted meanwhile); only RecoverMirrorTopics restarts such a partition, so
+// the event is dropped.
+func (r *Partition) applyRecover(ev statemachine.Event) bool {
 	switch ev.(type) {
 	case statemachine.Retry, statemachine.RetryMirroring:
 		if r.recoverReq.Swap(false) {
 			r.attempts, r.nonRetryable = 0, false
+			return true
+		}
+		if r.nonRetryable && r.state == statemachine.Failed {
+			return false
 		}
 	}
+	return true
 }
 
 // recover asks the run goroutine to restart the partition if it is FAILED (a no-op in

@@ -169,25 +169,44 @@ func (mr *Runtime) getPeer() (PeerView, error) {
 // ClusterID returns the cached source cluster id ("" until resolved).
 func (mr *Runtime) ClusterID() string {
 	mr.mu.Lock()
-	defer mr.mu.Unlock()
-	return mr.srcClusterID
+	id := mr.srcClusterID
+	mr.mu.Unlock()
+	if id != "" {
+		return id
+	}
+	if cfg, err := mr.config(); err == nil {
+		return cfg.SourceClusterID // recorded the last time the source answered
+	}
+	return ""
 }
 
-// ResolveClusterID asks the source for its cluster id once; failures are logged and
-// retried on the next call.
+// ResolveClusterID asks the source for its cluster id once, and has it recorded with
+// the mirror (Deps.SourceClusterID) when it differs from the recorded one; failures are
+// logged and retried on the next call.
 func (mr *Runtime) ResolveClusterID(ctx context.Context) {
-	if mr.ClusterID() != "" {
+	mr.mu.Lock()
+	resolved := mr.srcClusterID != ""
+	mr.mu.Unlock()
+	if resolved {
 		return
 	}
 	_, sa, err := mr.Sources()
 	if err == nil {
 		var id string
-		if id, err = sa.ClusterID(ctx); err == nil {
+		if id, err = sa.ClusterID(ctx); err == nil && id != "" {
 			mr.mu.Lock()
 			mr.srcClusterID = id
 			mr.mu.Unlock()
+			if cfg, cerr := mr.config(); cerr == nil && cfg.SourceClusterID != id && mr.e.recordID != nil {
+				if rerr := mr.e.recordID(ctx, mr.name, id); rerr != nil {
+					mr.e.log.Warn("mirror: cannot record the source cluster id", "mirror", mr.name, "id", id, "err", rerr)
+				}
+			}
 			return
 		}
+	}
+	if err == nil {
+		return // an empty id: nothing to record, asked again next time
 	}
 	mr.e.log.Warn("mirror: cannot resolve the source cluster id", "mirror", mr.name, "err", err)
 }
@@ -217,11 +236,14 @@ func (mr *Runtime) syncOnce(ctx context.Context) (metasync.SyncStats, error) {
 	return st, err
 }
 
-// syncLoop runs syncOnce every interval until the Mirror closes or the mirror is
+// syncLoop runs syncOnce every interval (the mirror's own when it sets
+// mirror.metadata.refresh.interval.ms) until the Mirror closes or the mirror is
 // dropped.
 func (mr *Runtime) syncLoop(interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := time.NewTimer(mr.syncInterval(interval))
 	defer t.Stop()
+	var failed int64 // consecutive failed cycles, logged at the first and when they end
+	var lastErr string
 	for {
 		select {
 		case <-mr.e.ctx.Done():
@@ -234,11 +256,32 @@ func (mr *Runtime) syncLoop(interval time.Duration) {
 		if closed {
 			return
 		}
-		if _, err := mr.syncOnce(mr.e.ctx); err != nil && mr.e.ctx.Err() == nil {
-			mr.e.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "err", err)
+		if cfg, err := mr.config(); err != nil || !cfg.MetadataRefreshSet || cfg.MetadataRefreshInterval > 0 {
+			_, err := mr.syncOnce(mr.e.ctx)
+			switch {
+			case err != nil && mr.e.ctx.Err() == nil:
+				if failed++; failed == 1 || err.Error() != lastErr {
+					mr.e.log.Warn("mirror: sync cycle failed", "mirror", mr.name, "failed_cycles", failed, "err", err)
+				}
+				lastErr = err.Error()
+			case err == nil && failed > 0:
+				mr.e.log.Info("mirror: sync cycles succeed again", "mirror", mr.name, "failed_cycles", failed, "last_err", lastErr)
+				failed, lastErr = 0, ""
+			}
+			mr.e.Refresh()
 		}
-		mr.e.Refresh()
+		t.Reset(mr.syncInterval(interval))
 	}
+}
+
+// syncInterval is the period of the mirror's metadata sync: its
+// mirror.metadata.refresh.interval.ms when set and positive, else the host's interval
+// (with the config at 0 the loop wakes at the host's interval and skips the cycle).
+func (mr *Runtime) syncInterval(host time.Duration) time.Duration {
+	if cfg, err := mr.config(); err == nil && cfg.MetadataRefreshSet && cfg.MetadataRefreshInterval > 0 {
+		return cfg.MetadataRefreshInterval
+	}
+	return host
 }
 
 // close stops the fetcher and closes the source, source admin and peer.

@@ -178,6 +178,9 @@ func (h *traceHarness) inject(t *testing.T, d *datadriven.TestData) {
 	case "epoch-fencing":
 		batch := atoiArg(t, d, "batch", -1)
 		fetchEvents{mr: h.r.mr}.OnEpochFencing(tp, int32(batch), h.r.log.LeaderEpoch())
+	case "source-gone":
+		// What failSourceTopics pushes after a sync found the source topic deleted.
+		h.r.push(statemachine.Error{Reason: "source topic gone", Cause: metasync.ErrSourceTopicMissing})
 	case "retry":
 		if h.r.retryEvent == nil {
 			d.Fatalf(t, "no retry pending")

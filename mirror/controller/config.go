@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -56,61 +57,119 @@ const (
 	// completed transactions, at the price of every record after the first
 	// open transaction (committed records of other producers included).
 	KeyStopOpenTransactions = "mirror.stop.open.transactions"
+	// KeyMetadataRefreshIntervalMs is the period of the mirror's metadata sync (the
+	// prototype's broker-level key, here also per mirror); unset: the host's.
+	KeyMetadataRefreshIntervalMs = "mirror.metadata.refresh.interval.ms"
+	// KeyFailedRetryInitialBackoffMs, KeyFailedRetryMaxBackoffMs and
+	// KeyFailedRetryMaxAttempts are the automatic retry of FAILED partitions (the
+	// prototype's later broker-level keys, here also per mirror); unset: the host's.
+	KeyFailedRetryInitialBackoffMs = "mirror.failed.retry.initial.backoff.ms"
+	KeyFailedRetryMaxBackoffMs     = "mirror.failed.retry.max.backoff.ms"
+	KeyFailedRetryMaxAttempts      = "mirror.failed.retry.max.attempts"
+	// KeySourceClusterID is the source cluster's id as kmirror recorded it when it
+	// last reached the source (Controller.RecordSourceClusterID), so that it is known
+	// after a restart before the source answers.
+	KeySourceClusterID = "mirror.source.cluster.id"
 )
 
-// defaultTopicPropertiesExclude are the topic configs never synced from the source.
-var defaultTopicPropertiesExclude = []string{
+// neverSyncedTopicProperties are the topic configs never synced from the source, in
+// addition to a mirror's topic.properties.exclude: configs of the source's storage and
+// placement (tiered storage, local retention of a tiered log, replication throttles), the
+// checks a destination sets for its own writers (timestamps, min.insync.replicas, unclean
+// election) and kmirror's own mirror.* topic configs. MirrorMaker 2's default
+// config.properties.exclude is the precedent; unlike it, a mirror's list adds to this one
+// and never replaces it. A '*' matches any run of characters.
+var neverSyncedTopicProperties = []string{
+	"remote.storage.enable", "remote.log.*", "local.retention.ms", "local.retention.bytes",
 	"follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-	"message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+	"message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
+	"message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms",
 	"log.message.timestamp.after.max.ms", "message.timestamp.type",
 	"unclean.leader.election.enable", "min.insync.replicas", "mirror.*",
 }
 
-// configKey describes one known mirror-level key: its default and its validator.
-type configKey struct {
-	def      string
-	validate func(string) error
+// NeverSyncedTopicProperties returns the topic config patterns the metadata sync never
+// copies from the source, whatever a mirror's topic.properties.exclude ('*' matches any
+// run of characters). The slice is a copy.
+func NeverSyncedTopicProperties() []string {
+	return append([]string(nil), neverSyncedTopicProperties...)
 }
 
-var knownKeys = map[string]configKey{
-	KeyBootstrapServers:         {"", validateBootstrap},
-	KeyTopicsInclude:            {"", validateRegexList},
-	KeyTopicsExclude:            {"__.*", validateRegexList},
-	KeyGroupsInclude:            {".*", validateRegexList},
-	KeyGroupsExclude:            {"", validateRegexList},
-	KeyTopicPropertiesExcl:      {strings.Join(defaultTopicPropertiesExclude, ","), nil},
-	KeyACLsInclude:              {"*", validateACLRules},
-	KeySocketTimeoutMs:          {"30000", validateInt(1)},
-	KeySocketReceiveBufferBytes: {"65536", validateIntOrMinusOne},
-	KeySecurityProtocol:         {"PLAINTEXT", validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
-	KeySASLMechanism:            {"PLAIN", validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")},
-	KeySASLUsername:             {"", nil},
-	KeySASLPassword:             {"", nil},
-	KeySSLCAFile:                {"", nil},
-	KeySSLCertFile:              {"", nil},
-	KeySSLKeyFile:               {"", nil},
-	KeySSLEndpointIdent:         {"https", validateOneOf("https", "")},
-	KeyRequestTimeoutMs:         {"30000", validateInt(1)},
-	KeyFetchWaitMaxMs:           {"1000", validateInt(0)},
-	KeyFetchBackoffMs:           {"1000", validateInt(0)},
-	KeyFetchMinBytes:            {"1", validateInt(0)},
-	KeyFetchResponseMaxBytes:    {"10485760", validateInt(1)},
-	KeyFetchMaxBytes:            {"1048576", validateInt(1)},
-	KeyUncleanLeaderElection:    {"false", validateOneOf("true", "false")},
-	KeyStopOpenTransactions:     {"abort", validateOneOf("abort", "truncate")},
+// NeverMirrored reports whether topic is one no mirror ever selects, whatever its
+// patterns, an explicit start included: every name that starts with "__" (Kafka's
+// internal topics __consumer_offsets, __transaction_state, __share_group_state,
+// __remote_log_metadata, __cluster_metadata, and kmirror's __mirror_state). A source
+// topic Kafka flags internal is never mirrored either (the metadata sync skips it).
+func NeverMirrored(topic string) bool { return strings.HasPrefix(topic, "__") }
+
+// configKey describes one known mirror-level key: its default, its validator and its
+// line in docs/CONFIG.md.
+type configKey struct {
+	key      string
+	def      string
+	validate func(string) error
+	// shown is the default as docs/CONFIG.md shows it ("" = def in backquotes) and doc
+	// what the key does; a key without doc is documented elsewhere in CONFIG.md (the
+	// connection keys).
+	shown, doc string
+}
+
+// configTable is the one table of mirror-level keys, in the order docs/CONFIG.md lists
+// them (TestConfigDocMatchesTable keeps the two the same).
+var configTable = []configKey{
+	{key: KeyBootstrapServers, validate: validateBootstrap, shown: "required", doc: "source cluster, `host:port,...`"},
+	{key: KeyTopicsInclude, validate: validateRegexList, shown: "`\"\"` (only explicitly started topics)",
+		doc: "regexes of topics to auto-discover; exclude wins"},
+	{key: KeyTopicsExclude, validate: validateRegexList,
+		doc: "regexes of topics not mirrored, in addition to the ones never mirrored whatever the patterns: every topic whose name starts with `__` (Kafka's internal topics, `__remote_log_metadata`, kmirror's `__mirror_state`) and every topic the source flags internal (an explicit start of one is INVALID_REQUEST; one an earlier version started is stopped by the next sync)"},
+	{key: KeyGroupsInclude, def: ".*", validate: validateRegexList, doc: "consumer groups and share groups whose offsets are synced (see *Share groups* below)"},
+	{key: KeyGroupsExclude, validate: validateRegexList, doc: "groups whose offsets are not synced; exclude wins"},
+	{key: KeyACLsInclude, def: "*", validate: validateACLRules,
+		doc: "ACL rules `resourceType;resourceName;operation;permissionType;principal` (`*` or a missing trailing field matches anything, resourceName is a regex); validated at create, a bad rule is refused naming the rule. The metadata sync copies the matching source ACLs (DescribeAcls) to a destination implementing `ACLStore` (LocalDestination, durable); a removal on the source propagates. Enforcement is the host's / data plane's. A source without an authorizer (SECURITY_DISABLED) is warned about once and skipped until its answer changes"},
+	{key: KeyTopicPropertiesExcl,
+		doc: "topic configs not synced (`*` matches any run of characters), in addition to the ones never synced (`controller.NeverSyncedTopicProperties`, after MirrorMaker 2's DefaultConfigPropertyFilter): the source's storage and placement (`remote.storage.enable`, `remote.log.*`, `local.retention.ms`, `local.retention.bytes`, `leader.replication.throttled.replicas`, `follower.replication.throttled.replicas`), the destination's own checks (timestamps, `min.insync.replicas`, `unclean.leader.election.enable`) and `mirror.*`. A tiered source topic is mirrored into a local topic; a `remote.storage.enable=true` an earlier version copied from the source is turned off by the sync"},
+	{key: KeyFetchWaitMaxMs, def: "1000", validate: validateInt(0), doc: "Fetch MaxWait"},
+	{key: KeyFetchBackoffMs, def: "1000", validate: validateInt(0), doc: "back-off after a fetch error"},
+	{key: KeyFetchMinBytes, def: "1", validate: validateInt(0), doc: "Fetch MinBytes"},
+	{key: KeyFetchResponseMaxBytes, def: "10485760", validate: validateInt(1), doc: "Fetch MaxBytes"},
+	{key: KeyFetchMaxBytes, def: "1048576", validate: validateInt(1), doc: "per-partition MaxBytes"},
+	{key: KeySocketTimeoutMs, def: "30000", validate: validateInt(1), doc: "how long the source may stay unreachable before the mirror's partitions go FAILED (retryable)"},
+	{key: KeySocketReceiveBufferBytes, def: "65536", validate: validateIntOrMinusOne, doc: "receive buffer of the franz-go connections to the source (-1: system default)"},
+	{key: KeyRequestTimeoutMs, def: "30000", validate: validateInt(1), doc: "timeout of a request to the source"},
+	{key: KeyMetadataRefreshIntervalMs, validate: validateInt(0), shown: "the host's (kmirrord `-mirror.metadata.refresh.interval.ms`, 30000)",
+		doc: "period of the mirror's metadata sync (discovery, topics, configs, groups, ACLs), spec §13.1; 0 skips the mirror's cycles. A host whose sync is off (kmirrord `-sync-interval` negative) syncs no mirror"},
+	{key: KeyFailedRetryInitialBackoffMs, validate: validateInt(1), shown: "the host's (kmirrord flag of the same name, 1000)",
+		doc: "first back-off of the automatic retry of a FAILED partition; it doubles per attempt, shared by the mirror's partitions"},
+	{key: KeyFailedRetryMaxBackoffMs, validate: validateInt(1), shown: "the host's (kmirrord flag of the same name, 300000)",
+		doc: "largest back-off of the FAILED retry; at least the initial back-off when both are set"},
+	{key: KeyFailedRetryMaxAttempts, validate: validateIntRange(0, math.MaxInt16), shown: "the host's (kmirrord flag of the same name, 100)",
+		doc: "automatic retries of a FAILED partition before it waits for `mirrorctl --recover`; 0: no automatic retry"},
+	{key: KeySourceClusterID, validate: validateClusterID, shown: "recorded",
+		doc: "the source cluster's id, recorded with the mirror when kmirror reaches the source (and again if it changes), so that `mirrorctl --list` shows it, and `--source-cluster-id` finds the mirror, after a restart before the source answers; given at create, it stands until the source answers"},
+	{key: KeySecurityProtocol, def: "PLAINTEXT", validate: validateOneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")},
+	{key: KeySASLMechanism, def: "PLAIN", validate: validateOneOf("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")},
+	{key: KeySASLUsername}, {key: KeySASLPassword},
+	{key: KeySSLCAFile}, {key: KeySSLCertFile}, {key: KeySSLKeyFile},
+	{key: KeySSLEndpointIdent, def: "https", validate: validateOneOf("https", "")},
 	// The connection keys of config_conn.go: their values are checked when the
 	// connection is loaded (kafkaclient.Load, at CreateClusterMirror), where files
 	// are read too, so that a stored mirror always replays.
-	KeySSLTruststoreType:     {"PEM", nil},
-	KeySSLTruststoreCerts:    {"", nil},
-	KeySSLTruststorePassword: {"", nil},
-	KeySSLKeystoreType:       {"PEM", nil},
-	KeySSLKeystoreChain:      {"", nil},
-	KeySSLKeystoreKey:        {"", nil},
-	KeySSLKeystorePassword:   {"", nil},
-	KeySSLKeyPassword:        {"", nil},
-	KeySASLJAASConfig:        {"", nil},
+	{key: KeySSLTruststoreType, def: "PEM"}, {key: KeySSLTruststoreCerts}, {key: KeySSLTruststorePassword},
+	{key: KeySSLKeystoreType, def: "PEM"}, {key: KeySSLKeystoreChain}, {key: KeySSLKeystoreKey},
+	{key: KeySSLKeystorePassword}, {key: KeySSLKeyPassword}, {key: KeySASLJAASConfig},
+	{key: KeyUncleanLeaderElection, def: "false", validate: validateOneOf("true", "false"),
+		doc: "spec §7.4; also honoured as a config of the destination topic (as in the prototype); `mirror.*` topic configs are never synced from the source"},
+	{key: KeyStopOpenTransactions, def: "abort", validate: validateOneOf("abort", "truncate"), doc: "`abort` or `truncate` (spec §8.1)"},
 }
+
+// knownKeys is configTable by key.
+var knownKeys = func() map[string]configKey {
+	m := make(map[string]configKey, len(configTable))
+	for _, k := range configTable {
+		m[k.key] = k
+	}
+	return m
+}()
 
 // MirrorConfig is the parsed, validated configuration of one cluster mirror.
 type MirrorConfig struct {
@@ -159,9 +218,28 @@ type MirrorConfig struct {
 	SupportUncleanLeaderElec bool
 	// StopMode is how STOPPING closes open transactions (KeyStopOpenTransactions).
 	StopMode statemachine.StopMode
+	// MetadataRefreshInterval is KeyMetadataRefreshIntervalMs; MetadataRefreshSet
+	// says whether it was given (else the host's interval applies; 0 skips the cycles).
+	MetadataRefreshInterval time.Duration
+	MetadataRefreshSet      bool
+	// FailedRetry is the mirror's own FAILED retry (mirror.failed.retry.*).
+	FailedRetry FailedRetry
+	// SourceClusterID is the recorded id of the source cluster (KeySourceClusterID),
+	// "" before kmirror first reached it.
+	SourceClusterID string
 
 	topicsInclude, topicsExclude []*regexp.Regexp
 	groupsInclude, groupsExclude []*regexp.Regexp
+}
+
+// FailedRetry is a mirror's own automatic retry of FAILED partitions; each unset field
+// keeps the host's value.
+type FailedRetry struct {
+	// InitialBackoff and MaxBackoff: 0 = unset.
+	InitialBackoff, MaxBackoff time.Duration
+	// MaxAttempts is used when MaxAttemptsSet (0 = no automatic retry).
+	MaxAttempts    int
+	MaxAttemptsSet bool
 }
 
 // ParseMirrorConfig validates raw mirror configs and fills in defaults. Unknown keys are
@@ -193,6 +271,12 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 			return v
 		}
 		return knownKeys[k].def
+	}
+	if ib, mb := raw[KeyFailedRetryInitialBackoffMs], raw[KeyFailedRetryMaxBackoffMs]; ib != "" && mb != "" &&
+		validateInt(1)(ib) == nil && validateInt(1)(mb) == nil && atoi(mb) < atoi(ib) {
+		err := fmt.Errorf("%s is below %s=%s", mb, KeyFailedRetryInitialBackoffMs, ib)
+		problems = append(problems, fmt.Sprintf("%s: %v", KeyFailedRetryMaxBackoffMs, err))
+		keyErrs = append(keyErrs, &KeyError{Key: KeyFailedRetryMaxBackoffMs, Err: err})
 	}
 	if strings.TrimSpace(get(KeyBootstrapServers)) == "" {
 		problems = append(problems, KeyBootstrapServers+" is required")
@@ -235,6 +319,19 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		SocketTimeout:            ms(get(KeySocketTimeoutMs)),
 		SocketReceiveBufferBytes: int(atoi(get(KeySocketReceiveBufferBytes))),
 		SupportUncleanLeaderElec: get(KeyUncleanLeaderElection) == "true",
+		SourceClusterID:          get(KeySourceClusterID),
+	}
+	if v, ok := raw[KeyMetadataRefreshIntervalMs]; ok {
+		c.MetadataRefreshInterval, c.MetadataRefreshSet = ms(v), true
+	}
+	if v, ok := raw[KeyFailedRetryInitialBackoffMs]; ok {
+		c.FailedRetry.InitialBackoff = ms(v)
+	}
+	if v, ok := raw[KeyFailedRetryMaxBackoffMs]; ok {
+		c.FailedRetry.MaxBackoff = ms(v)
+	}
+	if v, ok := raw[KeyFailedRetryMaxAttempts]; ok {
+		c.FailedRetry.MaxAttempts, c.FailedRetry.MaxAttemptsSet = int(atoi(v)), true
 	}
 	if get(KeyStopOpenTransactions) == "truncate" {
 		c.StopMode = statemachine.StopTruncateToLSO
@@ -247,14 +344,60 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 }
 
 // IncludesTopic reports whether auto-discovery selects topic: it matches an include
-// pattern and no exclude pattern (exclude wins). Patterns match the whole name, as Java's
-// String.matches does.
+// pattern, no exclude pattern (exclude wins) and is not NeverMirrored. Patterns match
+// the whole name, as Java's String.matches does.
 func (c MirrorConfig) IncludesTopic(topic string) bool {
-	return matchAny(c.topicsInclude, topic) && !matchAny(c.topicsExclude, topic)
+	return matchAny(c.topicsInclude, topic) && !c.ExcludesTopic(topic)
 }
 
-// ExcludesTopic reports whether topic matches an exclude pattern.
-func (c MirrorConfig) ExcludesTopic(topic string) bool { return matchAny(c.topicsExclude, topic) }
+// ExcludesTopic reports whether topic is excluded from the mirror: it is NeverMirrored
+// or matches an exclude pattern.
+func (c MirrorConfig) ExcludesTopic(topic string) bool {
+	return NeverMirrored(topic) || matchAny(c.topicsExclude, topic)
+}
+
+// SyncsTopicProperty reports whether the metadata sync copies the source topic config
+// name: it matches neither NeverSyncedTopicProperties nor topic.properties.exclude.
+func (c MirrorConfig) SyncsTopicProperty(name string) bool {
+	return !MatchProperty(neverSyncedTopicProperties, name) && !MatchProperty(c.TopicPropertiesExclude, name)
+}
+
+// MatchProperty reports whether name matches one of patterns, literal config names in
+// which '*' matches any (possibly empty) run of characters ("mirror.*", "remote.log.*").
+func MatchProperty(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if globMatch(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// globMatch matches s against p where '*' matches any (possibly empty) run of bytes.
+func globMatch(p, s string) bool {
+	star, mark := -1, 0
+	i, j := 0, 0
+	for j < len(s) {
+		switch {
+		case i < len(p) && p[i] == '*':
+			star, mark = i, j
+			i++
+		case i < len(p) && p[i] == s[j]:
+			i++
+			j++
+		case star >= 0:
+			i = star + 1
+			mark++
+			j = mark
+		default:
+			return false
+		}
+	}
+	for i < len(p) && p[i] == '*' {
+		i++
+	}
+	return i == len(p)
+}
 
 // IncludesGroup reports whether consumer-group offsets of group are synced.
 func (c MirrorConfig) IncludesGroup(group string) bool {
@@ -334,6 +477,33 @@ func validateInt(min int64) func(string) error {
 		}
 		return nil
 	}
+}
+
+func validateIntRange(lo, hi int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q is not an int32", v)
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%d is not in %d..%d", n, lo, hi)
+		}
+		return nil
+	}
+}
+
+// validateClusterID accepts a Kafka cluster id: 1 to 255 printable characters without
+// spaces.
+func validateClusterID(v string) error {
+	if v == "" || len(v) > 255 {
+		return fmt.Errorf("a cluster id has 1 to 255 characters, got %d", len(v))
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("cluster id %q has a space or a control character", v)
+		}
+	}
+	return nil
 }
 
 func validateIntOrMinusOne(v string) error {

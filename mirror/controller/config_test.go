@@ -21,7 +21,7 @@ func TestConfigPrototypeDefaults(t *testing.T) {
 	require.Equal(t, int32(1048576), c.FetchPartitionMaxBytes)
 	require.Equal(t, 30*time.Second, c.SocketTimeout)
 	require.Equal(t, 65536, c.SocketReceiveBufferBytes)
-	require.Equal(t, []string{"__.*"}, c.TopicsExclude)
+	require.Empty(t, c.TopicsExclude, "the user's list: internal topics are excluded besides it")
 	require.Empty(t, c.TopicsInclude)
 	require.Equal(t, []string{".*"}, c.GroupsInclude)
 	require.Len(t, c.ACLsInclude, 1)
@@ -147,4 +147,28 @@ func TestControllerStoresCanonicalKeys(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, map[string]string{KeyBootstrapServers: "a:1", KeyTopicsInclude: "o.*"}, mi.Configs)
 	require.True(t, mi.Config.IncludesTopic("o1"))
+}
+
+func TestConfigRetryAndSyncSettings(t *testing.T) {
+	c, err := ParseMirrorConfig(map[string]string{KeyBootstrapServers: "a:1"})
+	require.NoError(t, err)
+	require.False(t, c.MetadataRefreshSet)
+	require.Equal(t, FailedRetry{}, c.FailedRetry)
+	c, err = ParseMirrorConfig(map[string]string{KeyBootstrapServers: "a:1", KeyMetadataRefreshIntervalMs: "60000",
+		KeyFailedRetryInitialBackoffMs: "100", KeyFailedRetryMaxBackoffMs: "300000", KeyFailedRetryMaxAttempts: "20"})
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, c.MetadataRefreshInterval)
+	require.True(t, c.MetadataRefreshSet)
+	require.Equal(t, FailedRetry{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Minute, MaxAttempts: 20, MaxAttemptsSet: true}, c.FailedRetry)
+	for _, bad := range []map[string]string{
+		{KeyMetadataRefreshIntervalMs: "-1"}, {KeyFailedRetryInitialBackoffMs: "0"}, {KeyFailedRetryMaxBackoffMs: "x"},
+		{KeyFailedRetryMaxAttempts: "32768"}, {KeyFailedRetryMaxAttempts: "-1"},
+		{KeyFailedRetryInitialBackoffMs: "2000", KeyFailedRetryMaxBackoffMs: "1000"},
+	} {
+		bad[KeyBootstrapServers] = "a:1"
+		_, err := ParseMirrorConfig(bad)
+		require.Equal(t, admin.CodeInvalidConfig, admin.CodeOf(err), "%v", bad)
+		var ke *KeyError
+		require.ErrorAs(t, err, &ke, "%v", bad)
+	}
 }

@@ -193,6 +193,28 @@ func (c *Controller) CreateMirror(ctx context.Context, name string, configs map[
 	return c.commitLocked(ctx, []records.ControllerRecord{mirrorRecord(name, configs)})
 }
 
+// RecordSourceClusterID stores id, the cluster id the source of mirror name answered,
+// with the mirror (KeySourceClusterID), so that it is known after a restart. The same
+// id again is a no-op; another replaces it. Unknown mirror: UNKNOWN_CLUSTER_MIRROR; an
+// invalid id: INVALID_CONFIG.
+func (c *Controller) RecordSourceClusterID(ctx context.Context, name, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.mirrors[name]
+	if !ok {
+		return UnknownMirror(name)
+	}
+	if m.Configs[KeySourceClusterID] == id {
+		return nil
+	}
+	raw := dest.CloneConfigs(m.Configs)
+	raw[KeySourceClusterID] = id
+	if _, err := ParseMirrorConfig(raw); err != nil {
+		return err
+	}
+	return c.commitLocked(ctx, []records.ControllerRecord{mirrorRecord(name, raw)})
+}
+
 // StartTopics associates topics with mirror name and sets their desired state to
 // MIRRORING (spec §14.2). include and exclude patterns are added to the mirror's
 // auto-discovery configs (an added include is removed from exclude and vice versa);
@@ -249,6 +271,9 @@ func (c *Controller) CheckStart(name string, topics []TopicMeta, include, exclud
 }
 
 func (c *Controller) checkStartLocked(name string, cfg MirrorConfig, tm TopicMeta) error {
+	if NeverMirrored(tm.Name) {
+		return admin.Errorf(admin.CodeInvalidRequest, "topic %q is an internal topic: a topic whose name starts with \"__\" is never mirrored", tm.Name)
+	}
 	if cfg.ExcludesTopic(tm.Name) {
 		return admin.Errorf(admin.CodeInvalidRequest, "topic %q matches the exclude patterns of mirror %q", tm.Name, name)
 	}

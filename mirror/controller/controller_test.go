@@ -50,7 +50,8 @@ func TestControllerCreateValidation(t *testing.T) {
 	m, ok := c.Mirror("m")
 	require.True(t, ok)
 	require.Equal(t, []string{"a:1"}, m.Config.BootstrapServers)
-	require.Equal(t, []string{"__.*"}, m.Config.TopicsExclude, "internal topics excluded by default")
+	require.Empty(t, m.Config.TopicsExclude)
+	require.True(t, m.Config.ExcludesTopic("__consumer_offsets"), "internal topics excluded by default")
 }
 
 func TestControllerLifecycleAndReplay(t *testing.T) {

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -91,7 +92,10 @@ func (dp *DataPlane) groupState(group string) string {
 	return "Empty"
 }
 
-// listGroups serves ListGroups with the destination's groups (GroupLister).
+// listGroups serves ListGroups with the destination's groups (GroupLister), every one a
+// classic group. The states filter (v4) and the types filter (v5) compare as Kafka's
+// group coordinator does: case-insensitively, the states trimmed of spaces (the Java
+// admin client sends "Classic", "Consumer", "Stable").
 func (dp *DataPlane) listGroups(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.ListGroupsRequest)
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -101,8 +105,7 @@ func (dp *DataPlane) listGroups(_ context.Context, req kmsg.Request) (kmsg.Respo
 	}
 	for _, name := range gl.Groups() {
 		state := dp.groupState(name)
-		if state == "Dead" || (len(r.StatesFilter) > 0 && !contains(r.StatesFilter, state)) ||
-			(len(r.TypesFilter) > 0 && !contains(r.TypesFilter, "classic")) {
+		if state == "Dead" || !inFilter(r.StatesFilter, state, true) || !inFilter(r.TypesFilter, "classic", false) {
 			continue
 		}
 		g := kmsg.NewListGroupsResponseGroup()
@@ -112,9 +115,18 @@ func (dp *DataPlane) listGroups(_ context.Context, req kmsg.Request) (kmsg.Respo
 	return resp, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
+// inFilter reports whether value is selected by a ListGroups filter: an empty filter
+// selects everything, else one entry equal to value ignoring case (and surrounding
+// spaces when trim).
+func inFilter(filter []string, value string, trim bool) bool {
+	if len(filter) == 0 {
+		return true
+	}
+	for _, f := range filter {
+		if trim {
+			f = strings.TrimSpace(f)
+		}
+		if strings.EqualFold(f, value) {
 			return true
 		}
 	}

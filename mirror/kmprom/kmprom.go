@@ -66,6 +66,8 @@ type Metrics struct {
 	coordErrs    *prometheus.CounterVec
 	adminReqs    *prometheus.CounterVec
 	adminLatency *prometheus.HistogramVec
+	condActive   *prometheus.GaugeVec
+	condCycles   *prometheus.CounterVec
 }
 
 var _ mirror.Metrics = (*Metrics)(nil)
@@ -115,10 +117,12 @@ func New(namespace string, opts ...Opt) *Metrics {
 		coordErrs:    counter("coordinator_write_errors_total", "WriteMirrorStates calls that failed as a whole.", "mirror"),
 		adminReqs:    counter("admin_requests_total", "Mirror RPCs served, by API and top-level error code.", "api", "code"),
 		adminLatency: histogram("admin_request_latency_seconds", "Mirror RPCs served, by API.", "api"),
+		condActive:   gauge("sync_condition_active", "1 while a repeating condition of a mirror's metadata sync holds (acls-security-disabled), else 0.", "mirror", "condition"),
+		condCycles:   counter("sync_condition_cycles_total", "Sync cycles in which a repeating condition held.", "mirror", "condition"),
 	}
 	c.reg.MustRegister(m.state, m.lagOffsets, m.lagSeconds, m.bytes, m.records, m.fetchLatency, m.fetchReqErrs,
 		m.fetchErrs, m.truncations, m.gapOffsets, m.localLost, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
-		m.adminReqs, m.adminLatency)
+		m.adminReqs, m.adminLatency, m.condActive, m.condCycles)
 	return m
 }
 
@@ -261,6 +265,17 @@ func (m *Metrics) CoordinatorWrite(name string, _ int, latency time.Duration, er
 	if err != nil {
 		m.coordErrs.WithLabelValues(name).Inc()
 	}
+}
+
+// SyncCondition implements metasync.ConditionObserver: the condition's gauge, and one
+// more cycle while it holds.
+func (m *Metrics) SyncCondition(mirrorName, condition string, active bool, _ int64) {
+	if !active {
+		m.condActive.WithLabelValues(mirrorName, condition).Set(0)
+		return
+	}
+	m.condActive.WithLabelValues(mirrorName, condition).Set(1)
+	m.condCycles.WithLabelValues(mirrorName, condition).Inc()
 }
 
 // AdminRequest implements mirror.Metrics.

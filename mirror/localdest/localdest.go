@@ -77,6 +77,10 @@ const (
 // the same root, from this process or another, fails at once with an error matching
 // ErrLocked (and fetcher.ErrLocked). A root that cannot be written fails with
 // an *UnwritableRootError, which matches fs.ErrPermission.
+//
+// The root keeps the cluster id it was first opened with (kmirror-cluster-id): an open
+// with another id is refused with a *ClusterIDMismatchError (ErrClusterIDMismatch) and
+// changes nothing; an empty clusterID opens the root under its stored id.
 func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDestination, err error) {
 	lock, err := lockRoot(root)
 	if err != nil {
@@ -87,6 +91,9 @@ func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDest
 			lock.Close()
 		}
 	}()
+	if clusterID, err = checkClusterID(root, clusterID); err != nil {
+		return nil, err
+	}
 	d := newLocalDestination(clusterID, func(topic string, partition int32) (fetcher.Log, error) {
 		return fetcher.OpenFileLog(fetcher.PartitionDir(root, topic, partition), opts)
 	})

@@ -19,6 +19,9 @@ import (
 // (mirror.metadata.refresh.interval.ms, spec §17).
 const DefaultSyncInterval = 30 * time.Second
 
+// keyRemoteStorageEnable is the topic config of tiered storage, never synced.
+const keyRemoteStorageEnable = "remote.storage.enable"
+
 // Sync errors; each per-topic or per-group failure is a *SyncError wrapping one of these
 // or the failing call's error.
 var (
@@ -58,13 +61,16 @@ func (e *SyncError) Unwrap() error { return e.Err }
 // SyncStats reports one sync cycle.
 type SyncStats struct {
 	TopicsDiscovered int // topics started by auto-discovery
-	TopicsCreated    int // destination topics created
-	PartitionsGrown  int // partitions added to destination topics
-	ConfigsChanged   int // topic config values altered on the destination
-	GroupsSynced     int // groups with at least one offset committed
-	OffsetsSynced    int // partition offsets committed
-	GroupsSkipped    int // groups skipped because they have active members on the destination
-	ACLsSynced       int // ACLs of the mirror on the destination after the cycle (acls.include)
+	// InternalTopicsStopped are topics the mirror had started that are never mirrored
+	// (controller.NeverMirrored), stopped by the cycle.
+	InternalTopicsStopped int
+	TopicsCreated         int // destination topics created
+	PartitionsGrown       int // partitions added to destination topics
+	ConfigsChanged        int // topic config values altered on the destination
+	GroupsSynced          int // groups with at least one offset committed
+	OffsetsSynced         int // partition offsets committed
+	GroupsSkipped         int // groups skipped because they have active members on the destination
+	ACLsSynced            int // ACLs of the mirror on the destination after the cycle (acls.include)
 	// ShareGroupsSynced, ShareOffsetsSynced and ShareGroupsSkipped are the share-group
 	// counterparts of the three group counters (sharegroups.go).
 	ShareGroupsSynced  int
@@ -73,6 +79,9 @@ type SyncStats struct {
 	// Errors are the per-topic and per-group failures (*SyncError); they do not stop
 	// the cycle.
 	Errors []error
+	// Conditions are the repeating conditions that held in the cycle
+	// (ConditionACLsSecurityDisabled); they are not Errors.
+	Conditions []string
 }
 
 // SyncConfig configures a Syncer.
@@ -92,6 +101,13 @@ type SyncConfig struct {
 	// share-group sync skips the others (sharegroups.go). Nil: every partition of a
 	// healthy MIRRORING topic counts.
 	Mirroring func(topic string, partition int32) bool
+	// Observer, when set, is told when a repeating condition starts, holds and ends.
+	Observer ConditionObserver
+	// ConditionRecheck is how often the source is asked again while a condition holds;
+	// 0 = DefaultConditionRecheck.
+	ConditionRecheck time.Duration
+	// Clock; nil = time.Now.
+	Clock func() time.Time
 }
 
 // Validate checks cfg; it never changes it (zero values stand for the defaults).
@@ -120,6 +136,12 @@ func (cfg SyncConfig) withDefaults() SyncConfig {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ConditionRecheck <= 0 {
+		cfg.ConditionRecheck = DefaultConditionRecheck
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	return cfg
 }
 
@@ -130,7 +152,13 @@ func (cfg SyncConfig) withDefaults() SyncConfig {
 // a Syncer is safe for concurrent use.
 type Syncer struct {
 	cfg SyncConfig
-	mu  sync.Mutex // serializes cycles
+	mu  sync.Mutex // serializes cycles; guards the conditions below
+	// aclsOff is ConditionACLsSecurityDisabled.
+	aclsOff condition
+	// failing are the failures of the last cycles, by op, topic, group and text;
+	// errorsCond is ConditionSyncErrors.
+	failing    map[string]*failure
+	errorsCond condition
 }
 
 // NewSyncer validates cfg and returns a Syncer.
@@ -138,7 +166,7 @@ func NewSyncer(cfg SyncConfig) (*Syncer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Syncer{cfg: cfg.withDefaults()}, nil
+	return &Syncer{cfg: cfg.withDefaults(), failing: map[string]*failure{}}, nil
 }
 
 // cycle is the state of one SyncOnce.
@@ -151,12 +179,54 @@ type cycle struct {
 	src map[string]SourceTopic
 	// healthy MIRRORING topics (source id = mirror id, destination topic present)
 	healthy map[string]bool
+	// seen are the failures of this cycle (keys of Syncer.failing)
+	seen map[string]bool
 }
 
+// fail records a failure of the cycle in its stats. The log has it once, when it starts:
+// the same failure (op, topic, group and text) in the next cycles is counted, not
+// logged again, and its end is logged with the number of cycles it lasted (settle).
 func (c *cycle) fail(op, topic, group string, err error) {
 	e := &SyncError{Mirror: c.s.cfg.Mirror, Op: op, Topic: topic, Group: group, Err: err}
 	c.stats.Errors = append(c.stats.Errors, e)
+	key := op + "\x00" + topic + "\x00" + group + "\x00" + err.Error()
+	c.seen[key] = true
+	if f, ok := c.s.failing[key]; ok {
+		f.cycles++
+		return
+	}
+	c.s.failing[key] = &failure{err: e, cycles: 1}
 	c.log.Warn("mirror sync error", "op", op, "topic", topic, "group", group, "err", err)
+}
+
+// failure is a sync failure that held in consecutive cycles.
+type failure struct {
+	err    *SyncError
+	cycles int64
+}
+
+// settle ends, at the end of a complete cycle, the failures it did not see again, and
+// reports ConditionSyncErrors to the Observer.
+func (c *cycle) settle() {
+	for key, f := range c.s.failing {
+		if c.seen[key] {
+			continue
+		}
+		delete(c.s.failing, key)
+		c.log.Info("mirror sync error resolved", "op", f.err.Op, "topic", f.err.Topic, "group", f.err.Group,
+			"cycles", f.cycles, "err", f.err.Err)
+	}
+	cond := &c.s.errorsCond
+	switch {
+	case len(c.s.failing) > 0:
+		cond.active = true
+		cond.cycles++
+		c.observe(ConditionSyncErrors, true, cond.cycles)
+	case cond.active:
+		cond.active = false
+		c.observe(ConditionSyncErrors, false, cond.cycles)
+		cond.cycles = 0
+	}
 }
 
 // SyncOnce runs one sync cycle. The returned error is a failure of the whole cycle (the
@@ -169,7 +239,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 	if !ok {
 		return SyncStats{}, controller.UnknownMirror(s.cfg.Mirror)
 	}
-	c := &cycle{s: s, cfg: m.Config, log: s.cfg.Logger.With("mirror", s.cfg.Mirror), healthy: map[string]bool{}}
+	c := &cycle{s: s, cfg: m.Config, log: s.cfg.Logger.With("mirror", s.cfg.Mirror), healthy: map[string]bool{}, seen: map[string]bool{}}
 	topics, err := s.cfg.Source.ListTopics(ctx)
 	if err != nil {
 		return c.stats, fmt.Errorf("mirror: sync of mirror %q: list source topics: %w", s.cfg.Mirror, err)
@@ -177,6 +247,9 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 	c.src = make(map[string]SourceTopic, len(topics))
 	for _, t := range topics {
 		c.src[t.Name] = t
+	}
+	if err := c.stopNeverMirrored(ctx); err != nil {
+		return c.stats, err
 	}
 	if err := c.discover(ctx, topics); err != nil {
 		return c.stats, err
@@ -197,7 +270,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (SyncStats, error) {
 		return c.stats, err
 	}
 	c.syncACLs(ctx)
-	return c.stats, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return c.stats, err
+	}
+	c.settle()
+	return c.stats, nil
 }
 
 // discover starts, in one controller append, every source topic that matches the
@@ -234,6 +311,35 @@ func (c *cycle) discover(ctx context.Context, topics []SourceTopic) error {
 	return nil
 }
 
+// stopNeverMirrored stops, in one controller change, the topics of the mirror that no
+// mirror may mirror (controller.NeverMirrored: an internal topic an earlier version
+// discovered when topics.exclude replaced the built-in exclusion), so that they are
+// fetched no longer.
+func (c *cycle) stopNeverMirrored(ctx context.Context) error {
+	var names []string
+	for _, ts := range c.s.cfg.Controller.Topics(c.s.cfg.Mirror) {
+		if controller.NeverMirrored(ts.Topic) && ts.Desired != statemachine.DesiredStopped {
+			names = append(names, ts.Topic)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	results, err := c.s.cfg.Controller.StopTopics(ctx, c.s.cfg.Mirror, names, nil, -1)
+	if err != nil {
+		return fmt.Errorf("mirror: sync of mirror %q: stop internal topics: %w", c.s.cfg.Mirror, err)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			c.fail("discover", r.Topic, "", r.Err)
+			continue
+		}
+		c.stats.InternalTopicsStopped++
+		c.log.Warn("internal topic mirrored by an earlier version stopped: a topic whose name starts with \"__\" is never mirrored", "topic", r.Topic)
+	}
+	return nil
+}
+
 // syncTopics creates, grows and configures the destination topic of every MIRRORING
 // topic of the mirror.
 func (c *cycle) syncTopics(ctx context.Context) {
@@ -263,7 +369,7 @@ func (c *cycle) syncTopics(ctx context.Context) {
 			}
 			c.fail("configs", name, "", err)
 		}
-		synced := filterTopicConfigs(cfgs, c.cfg.TopicPropertiesExclude)
+		synced := filterTopicConfigs(cfgs, c.cfg)
 		dt, ok := d.Topic(name)
 		if !ok {
 			if !haveCfgs {
@@ -305,6 +411,13 @@ func (c *cycle) syncTopics(ctx context.Context) {
 				if cur, ok := dt.Configs[k]; !ok || cur != v {
 					changed[k] = v
 				}
+			}
+			if dt.Configs[keyRemoteStorageEnable] == "true" && cfgs[keyRemoteStorageEnable] == "true" {
+				// Copied from the tiered source before the config was never synced: a mirror
+				// topic's log stays local, so it is turned off (and a partition FAILED for it
+				// can be recovered).
+				changed[keyRemoteStorageEnable] = "false"
+				c.log.Warn("tiered storage copied from the source turned off on the mirror topic", "topic", name, "config", keyRemoteStorageEnable)
 			}
 			if len(changed) == 0 {
 				continue
@@ -398,53 +511,16 @@ func ClampGroupOffset(committed, logStart, logEnd int64) int64 {
 	return max(logStart, min(committed, logEnd))
 }
 
-// filterTopicConfigs returns cfgs minus the keys matching an exclude pattern.
-func filterTopicConfigs(cfgs map[string]string, exclude []string) map[string]string {
+// filterTopicConfigs returns cfgs minus the keys the mirror never syncs
+// (MirrorConfig.SyncsTopicProperty: the built-in list and topic.properties.exclude).
+func filterTopicConfigs(cfgs map[string]string, mc controller.MirrorConfig) map[string]string {
 	out := make(map[string]string, len(cfgs))
 	for k, v := range cfgs {
-		if !matchProperty(exclude, k) {
+		if mc.SyncsTopicProperty(k) {
 			out[k] = v
 		}
 	}
 	return out
-}
-
-// matchProperty reports whether name matches one of the patterns of
-// mirror.topic.properties.exclude: literal names where '*' matches any run of
-// characters (e.g. "mirror.*").
-func matchProperty(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if globMatch(p, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// globMatch matches s against p where '*' matches any (possibly empty) run of bytes.
-func globMatch(p, s string) bool {
-	star, mark := -1, 0
-	i, j := 0, 0
-	for j < len(s) {
-		switch {
-		case i < len(p) && p[i] == '*':
-			star, mark = i, j
-			i++
-		case i < len(p) && p[i] == s[j]:
-			i++
-			j++
-		case star >= 0:
-			i = star + 1
-			mark++
-			j = mark
-		default:
-			return false
-		}
-	}
-	for i < len(p) && p[i] == '*' {
-		i++
-	}
-	return i == len(p)
 }
 
 // topicErr returns the *SourceTopicError of topic within err (a join), else err.

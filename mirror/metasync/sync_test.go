@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/mirror/controller"
 )
 
 func TestMatchProperty(t *testing.T) {
@@ -23,6 +25,6 @@ func TestMatchProperty(t *testing.T) {
 		{"*", "", true},
 		{"", "x", false},
 	} {
-		require.Equal(t, tc.want, matchProperty([]string{tc.pattern}, tc.name), "%+v", tc)
+		require.Equal(t, tc.want, controller.MatchProperty([]string{tc.pattern}, tc.name), "%+v", tc)
 	}
 }

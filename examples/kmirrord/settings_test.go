@@ -1,0 +1,45 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/mirror"
+)
+
+// The metadata sync interval and the FAILED retry are flags with the prototype's names.
+func TestSettingsFlags(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"-listen", "127.0.0.1:0", "-data", dir}
+	o, err := parseFlags(base, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, mirror.DefaultSyncInterval, o.syncInterval)
+	require.Equal(t, mirror.DefaultRetryConfig(), o.retry)
+
+	o, err = parseFlags(append(base, "-mirror.metadata.refresh.interval.ms", "60000",
+		"-mirror.failed.retry.initial.backoff.ms", "100", "-mirror.failed.retry.max.backoff.ms", "60000",
+		"-mirror.failed.retry.max.attempts", "20"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, o.syncInterval)
+	require.Equal(t, mirror.RetryConfig{Initial: 100 * time.Millisecond, Max: time.Minute, MaxAttempts: 20}, o.retry)
+
+	o, err = parseFlags(append(base, "-mirror.metadata.refresh.interval.ms", "0", "-mirror.failed.retry.max.attempts", "0"), io.Discard)
+	require.NoError(t, err)
+	require.Negative(t, o.syncInterval, "0 turns the sync off")
+	require.Equal(t, 0, o.retry.MaxAttempts)
+
+	for _, bad := range [][]string{
+		{"-mirror.metadata.refresh.interval.ms", "-5"},
+		{"-mirror.metadata.refresh.interval.ms", "1000", "-sync-interval", "1s"},
+		{"-mirror.failed.retry.initial.backoff.ms", "0"},
+		{"-mirror.failed.retry.initial.backoff.ms", "5000", "-mirror.failed.retry.max.backoff.ms", "1000"},
+		{"-mirror.failed.retry.max.attempts", "40000"},
+		{"-mirror.failed.retry.max.attempts", "-1"},
+	} {
+		code, out := runOnce(append(append([]string(nil), base...), bad...)...)
+		require.Equal(t, exitUsage, code, "%v: %s", bad, out)
+	}
+}
