@@ -65,6 +65,7 @@ func LocalProducerIDRange(clusterID string) (first, limit int64) {
 // ErrProducerIDsExhausted is dest.ErrProducerIDsExhausted: a ProducerIDAllocator's
 // range has no room for another block.
 var ErrProducerIDsExhausted = dest.ErrProducerIDsExhausted
+
 // ErrClusterIDMismatch and ClusterIDMismatchError are localdest's: OpenFileDestination
 // refuses a root created under another cluster id.
 var ErrClusterIDMismatch = localdest.ErrClusterIDMismatch

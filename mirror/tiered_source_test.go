@@ -47,7 +47,7 @@ func TestTieredStorageCopiedFromTheSourceRecovers(t *testing.T) {
 	require.NoError(t, b.m.Sync(ctx))
 	spec, _ := b.dest.Topic("t")
 	require.Equal(t, "false", spec.Configs[KeyRemoteStorageEnable])
-	res, err := b.m.RecoverMirrorTopics(ctx, "m", []string{"t"})
+	res, err := b.m.RecoverMirrorTopics(ctx, "m", []string{"t"}, RecoverOptions{})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	require.NoError(t, b.m.WaitForLag(ctx, "m", []string{"t"}, 0))

@@ -38,7 +38,7 @@ func TestProducerIDBlocksRestart(t *testing.T) {
 	_, err = d.AllocateProducerIDs(ctx)
 	require.ErrorIs(t, err, fetcher.ErrClosed)
 
-	d, err = OpenFile(root, "another-id", fetcher.FileLogOptions{}) // the stored range wins
+	d, err = OpenFile(root, "", fetcher.FileLogOptions{}) // the stored range (and cluster id) wins
 	require.NoError(t, err)
 	b, err := d.AllocateProducerIDs(ctx)
 	require.NoError(t, err)
