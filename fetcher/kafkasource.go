@@ -210,13 +210,16 @@ func (s *KafkaSource) leaders(ctx context.Context, tps []TopicPartition) (groups
 	var missing []string
 	seen := make(map[string]bool)
 	for _, tp := range tps {
-		if _, ok, _ := s.cached(tp.Topic, tp.Partition); !ok && !seen[tp.Topic] {
+		// A partition without a usable leader is refreshed too, not only a topic never
+		// loaded: forget drops single partitions, and a topic entry missing one of them
+		// would otherwise answer "no leader" for it until every partition was forgotten.
+		if p, ok, err := s.cached(tp.Topic, tp.Partition); (!ok || err != nil || p.Leader < 0) && !seen[tp.Topic] {
 			seen[tp.Topic] = true
 			missing = append(missing, tp.Topic)
 		}
 	}
 	if len(missing) > 0 {
-		_ = s.refresh(ctx, missing, false) // failures show up as no leader below
+		_ = s.refresh(ctx, missing, true) // at most once per MetadataMinAge; failures show up as no leader below
 	}
 	groups = make(map[int32][]int)
 	infos = make([]PartitionInfo, len(tps))

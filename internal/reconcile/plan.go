@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/fetcher"
@@ -132,14 +134,11 @@ func (mr *Runtime) planDivergence(ctx context.Context, topic string, l fetcher.L
 		if lfe == epoch.UndefinedEpoch || kept <= pl.LogStart {
 			break
 		}
-		res, err := src.OffsetForLeaderEpoch(ctx, []fetcher.EpochQuery{{Topic: topic, Partition: pl.Partition, CurrentLeaderEpoch: -1, LeaderEpoch: lfe}})
+		end, err := epochEnd(ctx, src, topic, pl.Partition, lfe)
 		if err != nil {
 			return fmt.Errorf("ask the source for the end of epoch %d: %w", lfe, err)
 		}
-		if len(res) != 1 || res[0].ErrorCode != 0 {
-			return fmt.Errorf("ask the source for the end of epoch %d: %v: %w", lfe, res, fetcher.ErrProtocol)
-		}
-		d := epoch.Divergence{Epoch: res[0].LeaderEpoch, EndOffset: res[0].EndOffset}
+		d := epoch.Divergence{Epoch: end.LeaderEpoch, EndOffset: end.EndOffset}
 		if d.EndOffset == epoch.UndefinedOffset || (d.Epoch >= lfe && d.EndOffset >= kept) {
 			break // no divergence (or the source does not know the epoch: not predicted)
 		}
@@ -163,6 +162,34 @@ func (mr *Runtime) planDivergence(ctx context.Context, topic string, l fetcher.L
 	}
 	pl.Removed, pl.LocalWrites = removed, local
 	return nil
+}
+
+// planRetry bounds the retries of a plan's question to the source: a source that was
+// just restarted, or whose leader moves, answers a retriable error for a moment, and a
+// start should not be refused for it; one that stays unreachable fails the plan within
+// the start's own time.
+func planRetry(ctx context.Context) backoff.BackOffContext {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, time.Second, 10*time.Second
+	return backoff.WithContext(b, ctx)
+}
+
+// epochEnd asks the source for the end offset of leader epoch lfe of one partition,
+// retrying retriable answers (a network error, a leader moving) within planRetry.
+func epochEnd(ctx context.Context, src fetcher.Source, topic string, partition, lfe int32) (fetcher.EpochResult, error) {
+	res, err := RetryTransient(ctx, planRetry(ctx), func() (fetcher.EpochResult, error) {
+		res, err := src.OffsetForLeaderEpoch(ctx, []fetcher.EpochQuery{{Topic: topic, Partition: partition, CurrentLeaderEpoch: -1, LeaderEpoch: lfe}})
+		switch {
+		case err != nil:
+			return fetcher.EpochResult{}, err
+		case len(res) != 1:
+			return fetcher.EpochResult{}, fmt.Errorf("%d answers for one partition: %w", len(res), fetcher.ErrProtocol)
+		case res[0].ErrorCode != 0:
+			return res[0], kerr.ErrorForCode(res[0].ErrorCode)
+		}
+		return res[0], nil
+	})
+	return res, err
 }
 
 // planTruncation is the truncation PREPARING does to log l for LME lme, with what it
