@@ -65,7 +65,7 @@ type schema struct {
 	// tested for; other versions of the key use the fallback bound.
 	minVersion, maxVersion int16
 	flexibleFrom           int16 // first flexible version; < 0: none
-	fields       []sfield
+	fields                 []sfield
 	// rootTags are the known tagged fields of the request struct.
 	rootTags []stag
 }

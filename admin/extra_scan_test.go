@@ -189,3 +189,35 @@ func TestExtraScanBoundsHostileFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackDecodeFactor: for keys and versions without a schema (here,
+// every key of extraSchemas with its schema ignored, and the keys other
+// parts of a site may mount: SASL, ACLs, SCRAM credentials, ApiVersions),
+// hostile requests (many empty elements, many unknown tags) decode to at
+// most fallbackDecodeFactor times their size.
+func TestFallbackDecodeFactor(t *testing.T) {
+	rng := rand.New(rand.NewSource(36))
+	keys := []int16{int16(kmsg.ApiVersions), int16(kmsg.SASLHandshake), int16(kmsg.SASLAuthenticate),
+		int16(kmsg.CreateACLs), int16(kmsg.DeleteACLs), int16(kmsg.DescribeACLs),
+		int16(kmsg.DescribeUserSCRAMCredentials), int16(kmsg.AlterUserSCRAMCredentials)}
+	for key := range extraSchemas {
+		keys = append(keys, key)
+	}
+	worst := 0.0
+	for _, key := range keys {
+		for v := int16(0); v <= kmsg.RequestForKey(key).MaxVersion(); v++ {
+			for _, shape := range []struct{ maxLen, tags int }{{2000, 0}, {40, 40}, {8, 300}, {1, 1}, {0, 1}} {
+				req := kmsg.RequestForKey(key)
+				fillRandom(rng, reflect.ValueOf(req), shape.maxLen, shape.tags)
+				req.SetVersion(v)
+				enc := req.AppendTo(nil)
+				// the header a frame adds (key, version, correlation, client id, tags)
+				size := len(enc) + 11
+				got := minDecodeAlloc(t, key, v, enc)
+				worst = max(worst, float64(got)/float64(size))
+				require.LessOrEqual(t, got, uint64(fallbackDecodeFactor*size), "key %d v%d %+v: %d bytes", key, v, shape, len(enc))
+			}
+		}
+	}
+	t.Logf("worst decode factor seen: %.1f (fallback bound %d)", worst, fallbackDecodeFactor)
+}
