@@ -32,8 +32,7 @@ const (
 	kNullString // nullable string
 	kBytes      // non-nullable bytes (aliased by kmsg)
 	kNullBytes  // nullable bytes
-	kArray      // array of structs: elem, each followed by its tags when flexible
-	kNullArray  // nullable array of structs
+	kArray      // array (nullable or not) of structs: elem, each followed by its tags when flexible
 	kPrimArray  // array of a fixed-size or string primitive: prim
 )
 
@@ -184,7 +183,7 @@ func (s *scanner) field(f *sfield) {
 		if n > 0 {
 			s.r.Span(n) // aliased by kmsg: the frame's charge covers it
 		}
-	case kArray, kNullArray, kPrimArray:
+	case kArray, kPrimArray:
 		n := s.length(false)
 		if n < -1 || !s.r.Ok() {
 			s.fail(errScanMalformed)
@@ -304,13 +303,6 @@ func arr[T any](min, max int16, elem ...sfield) sfield {
 func (f sfield) withTags(tags ...stag) sfield {
 	f.tags = tags
 	return f
-}
-
-// narr is a nullable array of struct elements of Go type T.
-func narr[T any](min, max int16, elem ...sfield) sfield {
-	a := arr[T](min, max, elem...)
-	a.kind = kNullArray
-	return a
 }
 
 // parr is an array of primitives (int32, int64 or strings).

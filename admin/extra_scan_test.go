@@ -122,8 +122,14 @@ func decodeAlloc(t *testing.T, key, version int16, enc []byte) uint64 {
 
 // minDecodeAlloc is the least of three decodeAlloc measures: a goroutine of
 // the runtime or the test framework allocating at the same moment only adds.
+// Under the race detector, whose instrumented allocations are not those of
+// a normal build (measured: 3-40% more), it returns 0: the bound is checked
+// in normal builds only.
 func minDecodeAlloc(t *testing.T, key, version int16, enc []byte) uint64 {
 	t.Helper()
+	if raceBuild {
+		return 0
+	}
 	return min(decodeAlloc(t, key, version, enc), decodeAlloc(t, key, version, enc), decodeAlloc(t, key, version, enc))
 }
 

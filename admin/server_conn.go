@@ -290,8 +290,8 @@ func (s *Server) decodeCharge(frame []byte, remote string) (int64, error) {
 // peer announcing a large frame without sending it cannot make the server
 // allocate the announced size up front: by doubling from 64 KiB up to
 // 1 MiB, then to the whole frame at once (one copy of at most 1 MiB).
-// hold is called with the capacity before it is allocated; its error stops
-// the read.
+// hold is called with each new capacity before it is allocated; its error
+// stops the read.
 func readFrame(r io.Reader, buf []byte, n int, hold func(int) error) ([]byte, error) {
 	const chunk = 64 << 10
 	const exactFrom = 1 << 20
@@ -305,7 +305,8 @@ func readFrame(r io.Reader, buf []byte, n int, hold func(int) error) ([]byte, er
 			if len(buf) >= exactFrom {
 				grow = n
 			}
-			if err := hold(cap(buf) + grow); err != nil { // both live while copying
+			// The old buffer (at most 1 MiB) is garbage once copied.
+			if err := hold(grow); err != nil {
 				return buf, err
 			}
 			grown := make([]byte, len(buf), grow)
