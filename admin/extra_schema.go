@@ -4,7 +4,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 
 // extraSchemas is the one table of the wire layouts the pre-scan knows
 // (request bodies, after the header), written from the Kafka protocol for
-// every version a site serves; TestExtraSchemasMatchKmsg checks each entry
+// every version a site serves (the data plane's keys, DescribeConfigs, and
+// the SASL, ACL and SCRAM keys); TestExtraSchemasMatchKmsg checks each entry
 // against kmsg's encoding. A key or version without an entry decodes under
 // the fallback bound (fallbackDecodeFactor). To add a key: list its fields in
 // order with the versions that carry them (fv(kind, first, last); -1 is
@@ -125,5 +126,30 @@ var extraSchemas = map[int16]*schema{
 	int16(kmsg.DescribeConfigs): {minVersion: 0, maxVersion: 4, flexibleFrom: 4, fields: []sfield{
 		arr[kmsg.DescribeConfigsRequestResource](0, -1, f(kInt8), f(kString), parr(kString, 0, -1)),
 		fv(kInt8, 1, -1), fv(kInt8, 3, -1),
+	}},
+	// Keys other parts of a site mount next to the data plane.
+	int16(kmsg.SASLHandshake): {minVersion: 0, maxVersion: 1, flexibleFrom: -1, fields: []sfield{
+		f(kString), // Mechanism
+	}},
+	int16(kmsg.SASLAuthenticate): {minVersion: 0, maxVersion: 2, flexibleFrom: 2, fields: []sfield{
+		f(kBytes), // SASLAuthBytes
+	}},
+	int16(kmsg.DescribeACLs): {minVersion: 0, maxVersion: 3, flexibleFrom: 2, fields: []sfield{
+		f(kInt8), f(kNullString), fv(kInt8, 1, -1), f(kNullString), f(kNullString), f(kInt8), f(kInt8),
+	}},
+	int16(kmsg.CreateACLs): {minVersion: 0, maxVersion: 3, flexibleFrom: 2, fields: []sfield{
+		arr[kmsg.CreateACLsRequestCreation](0, -1,
+			f(kInt8), f(kString), fv(kInt8, 1, -1), f(kString), f(kString), f(kInt8), f(kInt8)),
+	}},
+	int16(kmsg.DeleteACLs): {minVersion: 0, maxVersion: 3, flexibleFrom: 2, fields: []sfield{
+		arr[kmsg.DeleteACLsRequestFilter](0, -1,
+			f(kInt8), f(kNullString), fv(kInt8, 1, -1), f(kNullString), f(kNullString), f(kInt8), f(kInt8)),
+	}},
+	int16(kmsg.DescribeUserSCRAMCredentials): {minVersion: 0, maxVersion: 0, flexibleFrom: 0, fields: []sfield{
+		arr[kmsg.DescribeUserSCRAMCredentialsRequestUser](0, -1, f(kString)), // nullable: all users
+	}},
+	int16(kmsg.AlterUserSCRAMCredentials): {minVersion: 0, maxVersion: 0, flexibleFrom: 0, fields: []sfield{
+		arr[kmsg.AlterUserSCRAMCredentialsRequestDeletion](0, -1, f(kString), f(kInt8)),
+		arr[kmsg.AlterUserSCRAMCredentialsRequestUpsertion](0, -1, f(kString), f(kInt8), f(kInt32), f(kBytes), f(kBytes)),
 	}},
 }
