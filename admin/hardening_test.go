@@ -58,19 +58,20 @@ func rssLimit() int64 {
 	return rssBound
 }
 
-// TestPeakRSSUnderAmplification (Bar): ten connections send a 64 MiB
-// ListClusterMirrors frame each at once, half of them 64 Mi empty strings
-// (refused by the element limit before allocating), half 1 Mi strings of 63
+// TestPeakRSSUnderAmplification (Bar): ten connections send a 60 MiB
+// ListClusterMirrors frame each at once (a mirror RPC frame may charge half
+// of MaxRequestCharge: 64 MiB by default), half of them 60 Mi empty strings
+// (refused by the element limit before allocating), half 1 Mi strings of 59
 // bytes (decoded: the most the limit lets through); every one is answered and
 // the child's peak RSS stays under rssBound.
 func TestPeakRSSUnderAmplification(t *testing.T) {
 	if testing.Short() {
-		t.Skip("sends 640 MiB")
+		t.Skip("sends 600 MiB")
 	}
 	c := startServerChild(t)
 	frames := [][]byte{
-		emptyStringsFrame(1, 64<<20-16, 0),
-		emptyStringsFrame(2, DefaultMaxDecodedElements, 63),
+		emptyStringsFrame(1, 60<<20, 0),
+		emptyStringsFrame(2, DefaultMaxDecodedElements, 59),
 	}
 	var wg sync.WaitGroup
 	codes := make([]int16, 10)
@@ -155,30 +156,42 @@ func emptyTopicsFetchFrame(corr int32, size int) []byte {
 }
 
 // TestPeakRSSUnderExtraAmplification: the same bound for an Extra key
-// decoded by kmsg, which has no element limit: ten connections send an
-// 8 MiB (DefaultMaxExtraRequestSize) Fetch of empty topics at once; the
-// in-flight budget charges each 22 times its size, so at most one decodes
-// at a time, every one is answered and the peak RSS stays under rssBound.
+// decoded by kmsg, which has no element limit of its own: ten connections
+// send a Fetch of empty topics at once, half of them 8 MiB (2.8 Mi elements:
+// closed by the pre-scan before kmsg decodes them), half 2.5 MiB (873 Ki
+// elements: decoded under their scanned charge and answered); the peak RSS
+// stays under rssBound.
 func TestPeakRSSUnderExtraAmplification(t *testing.T) {
 	if testing.Short() {
-		t.Skip("sends 80 MiB that decode to 1.7 GiB")
+		t.Skip("sends 52 MiB that decode to 1 GiB unbounded")
 	}
 	c := startServerChild(t, childExtraEnv+"=1")
-	frame := emptyTopicsFetchFrame(1, DefaultMaxExtraRequestSize-64)
+	frames := [][]byte{emptyTopicsFetchFrame(1, 8<<20), emptyTopicsFetchFrame(1, 5<<19)}
 	var wg sync.WaitGroup
 	errs := make([]error, 10)
 	for i := range 10 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = sendFrameReadAnswer(c.addr, frame)
+			errs[i] = sendFrameReadAnswer(c.addr, frames[i%2])
 		}()
 	}
 	wg.Wait()
 	for i := range 10 {
-		require.NoError(t, errs[i], "frame %d", i)
+		if i%2 == 0 {
+			require.Error(t, errs[i], "frame %d: over the element limit, closed", i)
+		} else {
+			require.NoError(t, errs[i], "frame %d", i)
+		}
 	}
-	hwm, _ := c.stop()
+	hwm, lines := c.stop()
+	refused := 0
+	for _, l := range lines {
+		if strings.Contains(l, "refused before decoding") && strings.Contains(l, "array elements") {
+			refused++
+		}
+	}
+	require.Equal(t, 5, refused, "every refusal is reported: %q", lines)
 	t.Logf("peak RSS of the server child: %.0f MiB (bound %d MiB)", float64(hwm)/(1<<20), rssLimit()>>20)
 	require.Less(t, hwm, rssLimit())
 }

@@ -3,9 +3,11 @@ package admin
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -215,4 +217,100 @@ func TestInFlightBounds(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.readFrame()
 	require.NoError(t, err)
+}
+
+// reports collects a server's OnError reports.
+type reports struct {
+	mu   sync.Mutex
+	errs []error
+	grew chan struct{}
+}
+
+func newReports() *reports { return &reports{grew: make(chan struct{}, 1<<10)} }
+
+func (r *reports) add(err error) {
+	r.mu.Lock()
+	r.errs = append(r.errs, err)
+	r.mu.Unlock()
+	select {
+	case r.grew <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits (at most 10 s) for a report that pred accepts.
+func (r *reports) waitFor(t *testing.T, pred func(error) bool) error {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		for _, err := range r.errs {
+			if pred(err) {
+				r.mu.Unlock()
+				return err
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.grew:
+		case <-timeout:
+			t.Fatalf("no such report in %v", r.errs)
+		}
+	}
+}
+
+// TestBudgetChargedAsBytesArrive: frames announced and stalled after their
+// key hold only what they sent, so a request as large as the whole frame
+// half of the budget is still served; a request whose memory is not free
+// waits at most until its read deadline and is then closed and reported
+// (ErrBudget); a frame over its key's limit is closed right after the key.
+func TestBudgetChargedAsBytesArrive(t *testing.T) {
+	rep := newReports()
+	const readTimeout = 500 * time.Millisecond
+	block := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := &funcHandler{fn: func(_ context.Context, rc *RequestContext, req kmsg.Request) (kmsg.Response, error) {
+		if rc.CorrelationID == 2 {
+			entered <- struct{}{}
+			<-block
+		}
+		return req.ResponseKind(), nil
+	}}
+	_, addr := startServer(t, ServerConfig{Handler: h, MaxRequestSize: 1 << 20, MaxInFlightBytes: 2 << 20,
+		ReadTimeout: readTimeout, OnError: rep.add})
+	// 50 announcements of 1 MiB frames, stalled after the key.
+	for range 50 {
+		rc := dialRaw(t, addr)
+		_, err := rc.c.Write(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint32(nil, 1<<20), uint16(KeyListClusterMirrors)))
+		require.NoError(t, err)
+	}
+	big := emptyStringsFrame(1, 1<<20-64, 0) // all of the frame half (1 MiB)
+	rc := dialRaw(t, addr)
+	_, err := rc.c.Write(big)
+	require.NoError(t, err)
+	_, err = rc.readFrame()
+	require.NoError(t, err, "stalled announcements hold no budget worth the name")
+
+	// A 1 MiB request being handled holds its megabyte; a second one
+	// cannot get its memory before its read deadline: closed and reported.
+	holder := dialRaw(t, addr)
+	_, err = holder.c.Write(emptyStringsFrame(2, 1<<20-64, 0))
+	require.NoError(t, err)
+	<-entered
+	waiter := dialRaw(t, addr)
+	_, err = waiter.c.Write(big)
+	require.NoError(t, err)
+	waiter.expectClosed()
+	got := rep.waitFor(t, func(err error) bool { return errors.Is(err, ErrBudget) })
+	require.Contains(t, got.Error(), "within the read timeout")
+	close(block)
+	_, err = holder.readFrame()
+	require.NoError(t, err)
+
+	// Over the key's limit: closed after the size prefix and the key.
+	over := dialRaw(t, addr)
+	_, err = over.c.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20+1), 0, 18))
+	require.NoError(t, err)
+	over.expectClosed()
+	rep.waitFor(t, func(err error) bool { return strings.Contains(err.Error(), "limit") })
 }

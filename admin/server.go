@@ -71,26 +71,46 @@ type ServerConfig struct {
 	// WriteTimeout bounds writing one response. 0 means
 	// DefaultWriteTimeout; negative disables it.
 	WriteTimeout time.Duration
-	// MaxInFlightRequests bounds the requests being read, handled or
+	// MaxInFlightRequests bounds the requests being decoded, handled or
 	// answered by all connections together; a connection waits for a slot
-	// before it reads a request body. A connection has at most one request in
-	// flight: its next request is read once the previous answer is written,
-	// as Kafka does. 0 means DefaultMaxInFlightRequests.
+	// once it has read a request, at most until the request's read timeout
+	// ends (then it is closed and reported). A connection has at most one
+	// request in flight: its next request is read once the previous answer
+	// is written, as Kafka does. 0 means DefaultMaxInFlightRequests.
 	MaxInFlightRequests int
 	// MaxInFlightBytes bounds the memory of the requests held by all
-	// connections together (as Kafka's queued.max.request.bytes): a mirror RPC
-	// frame is charged twice its size (its bytes and its decoded form), an
-	// Extra frame 22 times (kmsg's worst decoding), from its size prefix until
-	// its answer is written. 0 means DefaultMaxInFlightBytes; it is raised to
-	// the charge of the largest frame when below it.
+	// connections together (as Kafka's queued.max.request.bytes); half of it
+	// holds frame buffers, half decoded forms. A request is charged what it
+	// holds: its frame buffer as the bytes arrive (a peer announcing a large
+	// frame and sending little holds little), then what decoding it can
+	// allocate, known before decoding: for a mirror RPC its size
+	// (MaxDecodedElements bounds its elements), for an Extra key the bound
+	// of a pre-scan that walks the frame with the key's schema, counting
+	// array elements and tagged fields (record batches are not copied, so a
+	// Produce costs about its size twice: frame, then little), and 100 times
+	// its size for an Extra key or version without a schema. The charge is
+	// held until the answer is written. Every wait for the budget ends at the
+	// request's read deadline (ReadTimeout; unbounded when disabled); a
+	// request refused so is closed and reported. 0 means
+	// DefaultMaxInFlightBytes; it is raised to twice MaxRequestSize when
+	// below it.
 	MaxInFlightBytes int64
-	// MaxDecodedElements bounds the array elements decoded from one mirror
-	// RPC request (ErrTooLarge, answered INVALID_REQUEST). 0 means
-	// DefaultMaxDecodedElements.
+	// MaxRequestCharge bounds what one request (so one connection) may hold
+	// of each half of MaxInFlightBytes; a frame whose charge would exceed it
+	// is closed and reported, before its body is read when its size says so
+	// (an Extra key without a schema over a hundredth of it), after the
+	// pre-scan otherwise. 0 means, as its largest value, half of
+	// MaxInFlightBytes.
+	MaxRequestCharge int64
+	// MaxDecodedElements bounds the array elements decoded from one request:
+	// a mirror RPC over it is answered INVALID_REQUEST (ErrTooLarge); an
+	// Extra frame over it, or with more tagged fields, is closed before kmsg
+	// decodes it. 0 means DefaultMaxDecodedElements.
 	MaxDecodedElements int
-	// MaxExtraRequestSize bounds a request frame of an Extra key: kmsg's
-	// decoders allocate up to 22 times the frame for empty array elements, so
-	// their frames get a lower limit than MaxRequestSize. 0 means
+	// MaxExtraRequestSize bounds a request frame of an Extra key that has no
+	// pre-scan schema (checked once the key is read, before the body):
+	// kmsg's decoders allocate up to 100 times such a frame. Keys with a
+	// schema are limited by MaxRequestSize and MaxRequestCharge only. 0 means
 	// DefaultMaxExtraRequestSize.
 	MaxExtraRequestSize int32
 }
@@ -117,9 +137,10 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// requests and bytes are the in-flight budgets (MaxInFlightRequests,
-	// MaxInFlightBytes).
-	requests, bytes *semaphore.Weighted
+	// requests, bytes and decoded are the in-flight budgets
+	// (MaxInFlightRequests; MaxInFlightBytes, half for frame buffers, half
+	// for decoded forms).
+	requests, bytes, decoded *semaphore.Weighted
 	// authFailures counts failed authentications (AuthFailures).
 	authFailures atomic.Uint64
 
@@ -146,7 +167,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		requests: semaphore.NewWeighted(int64(cfg.MaxInFlightRequests)),
-		bytes:    semaphore.NewWeighted(cfg.MaxInFlightBytes),
+		bytes:    semaphore.NewWeighted(cfg.MaxInFlightBytes / 2),
+		decoded:  semaphore.NewWeighted(cfg.MaxInFlightBytes / 2),
 		lns:      map[net.Listener]struct{}{},
 		conns:    map[net.Conn]struct{}{},
 	}, nil
@@ -266,9 +288,6 @@ func (s *Server) handleFrame(frame []byte, principal, remote string) (out reply,
 		return reply{bufs: net.Buffers{b}}, keep, err
 	}
 	if e, ok := s.extra[h.key]; ok {
-		if len(frame) > int(s.cfg.MaxExtraRequestSize) {
-			return reply{}, false, &errClose{fmt.Sprintf("key %d request of %d bytes from %s (limit %d)", h.key, len(frame), remote, s.cfg.MaxExtraRequestSize)}
-		}
 		return s.handleExtra(e, h, r, principal, remote)
 	}
 	if len(frame) > int(s.cfg.MaxRequestSize) {

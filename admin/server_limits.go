@@ -23,14 +23,13 @@ const (
 	// over all connections (256).
 	DefaultMaxInFlightRequests = 256
 	// DefaultMaxInFlightBytes is the default bound on the memory of the
-	// requests in flight over all connections (256 MiB); a mirror RPC frame is
-	// charged twice its size (its bytes and its decoded form), an Extra frame
-	// 22 times (see frameCharge).
+	// requests in flight over all connections (256 MiB); see
+	// ServerConfig.MaxInFlightBytes for what a request is charged.
 	DefaultMaxInFlightBytes = 256 << 20
 	// DefaultMaxExtraRequestSize is the default frame limit of Extra keys
-	// (8 MiB): eight times a producer's default max.request.size, and 176 MiB
-	// of the in-flight budget once decoded.
-	DefaultMaxExtraRequestSize = 8 << 20
+	// that have no pre-scan schema (1 MiB), decoded under the fallback bound
+	// of 100 times their size.
+	DefaultMaxExtraRequestSize = 1 << 20
 )
 
 // Accept backoff after a temporary error, as net/http: 5 ms doubling to 1 s.
@@ -55,6 +54,8 @@ func (cfg ServerConfig) validate() error {
 		return fmt.Errorf("admin: negative MaxDecodedElements %d", cfg.MaxDecodedElements)
 	case cfg.MaxExtraRequestSize < 0:
 		return fmt.Errorf("admin: negative MaxExtraRequestSize %d", cfg.MaxExtraRequestSize)
+	case cfg.MaxRequestCharge < 0:
+		return fmt.Errorf("admin: negative MaxRequestCharge %d", cfg.MaxRequestCharge)
 	}
 	if cfg.SASL != nil {
 		return cfg.SASL.validate()
@@ -104,19 +105,12 @@ func (cfg ServerConfig) withDefaults() ServerConfig {
 		}
 		cfg.SASL = &sasl
 	}
-	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxRequestSize, false))
-	if len(cfg.Extra) > 0 {
-		cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, frameCharge(cfg.MaxExtraRequestSize, true))
+	cfg.MaxInFlightBytes = max(cfg.MaxInFlightBytes, 2*int64(cfg.MaxRequestSize))
+	if cfg.MaxRequestCharge == 0 {
+		cfg.MaxRequestCharge = cfg.MaxInFlightBytes / 2
 	}
+	cfg.MaxRequestCharge = min(cfg.MaxRequestCharge, cfg.MaxInFlightBytes/2)
 	return cfg
-}
-
-// frameLimit is the largest frame any key may send.
-func (cfg *ServerConfig) frameLimit() int32 {
-	if len(cfg.Extra) > 0 {
-		return max(cfg.MaxRequestSize, cfg.MaxExtraRequestSize)
-	}
-	return cfg.MaxRequestSize
 }
 
 // temporaryAcceptError reports whether Accept failed for a reason that

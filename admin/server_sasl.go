@@ -395,7 +395,7 @@ func (s *Server) saslKeys() []kmsg.ApiVersionsResponseApiKey {
 // MaxUnauthenticatedFrame until it authenticated.
 func (s *Server) frameLimit(a *connAuth) int32 {
 	if !a.authenticated() {
-		return min(MaxUnauthenticatedFrame, s.cfg.frameLimit())
+		return min(MaxUnauthenticatedFrame, s.cfg.MaxRequestSize)
 	}
-	return s.cfg.frameLimit()
+	return s.cfg.MaxRequestSize
 }
