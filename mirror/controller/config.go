@@ -56,6 +56,14 @@ const (
 	// completed transactions, at the price of every record after the first
 	// open transaction (committed records of other producers included).
 	KeyStopOpenTransactions = "mirror.stop.open.transactions"
+	// KeyFidelityCheckIntervalMs is the period of the continuous fidelity check: every
+	// interval, each MIRRORING or PAUSED partition re-reads a small range of already
+	// mirrored offsets from the source and compares the batch headers with its own;
+	// 0 turns the check off.
+	KeyFidelityCheckIntervalMs = "fidelity.check.interval.ms"
+	// KeyFidelityCheckMaxBytes bounds what one check reads from the source per
+	// partition.
+	KeyFidelityCheckMaxBytes = "fidelity.check.max.bytes"
 )
 
 // defaultTopicPropertiesExclude are the topic configs never synced from the source.
@@ -98,6 +106,8 @@ var knownKeys = map[string]configKey{
 	KeyFetchMaxBytes:            {"1048576", validateInt(1)},
 	KeyUncleanLeaderElection:    {"false", validateOneOf("true", "false")},
 	KeyStopOpenTransactions:     {"abort", validateOneOf("abort", "truncate")},
+	KeyFidelityCheckIntervalMs:  {"30000", validateInt(0)},
+	KeyFidelityCheckMaxBytes:    {"65536", validateInt(1)},
 	// The connection keys of config_conn.go: their values are checked when the
 	// connection is loaded (kafkaclient.Load, at CreateClusterMirror), where files
 	// are read too, so that a stored mirror always replays.
@@ -159,6 +169,11 @@ type MirrorConfig struct {
 	SupportUncleanLeaderElec bool
 	// StopMode is how STOPPING closes open transactions (KeyStopOpenTransactions).
 	StopMode statemachine.StopMode
+	// FidelityCheckInterval is the period of the fidelity check, 0 = off
+	// (KeyFidelityCheckIntervalMs); FidelityCheckMaxBytes what one check reads of a
+	// partition (KeyFidelityCheckMaxBytes).
+	FidelityCheckInterval time.Duration
+	FidelityCheckMaxBytes int32
 
 	topicsInclude, topicsExclude []*regexp.Regexp
 	groupsInclude, groupsExclude []*regexp.Regexp
@@ -235,6 +250,8 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		SocketTimeout:            ms(get(KeySocketTimeoutMs)),
 		SocketReceiveBufferBytes: int(atoi(get(KeySocketReceiveBufferBytes))),
 		SupportUncleanLeaderElec: get(KeyUncleanLeaderElection) == "true",
+		FidelityCheckInterval:    ms(get(KeyFidelityCheckIntervalMs)),
+		FidelityCheckMaxBytes:    int32(min(atoi(get(KeyFidelityCheckMaxBytes)), 1<<30)),
 	}
 	if get(KeyStopOpenTransactions) == "truncate" {
 		c.StopMode = statemachine.StopTruncateToLSO
