@@ -292,7 +292,11 @@ func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *Partition {
 // reconciler moves it to ULE_LOG_TRUNCATION. The other loops truncate and go on.
 func (e fetchEvents) OnDivergence(tp fetcher.TopicPartition, d epoch.Divergence, truncatedTo int64) {
 	e.mr.e.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationDivergence, 0)
-	if r := e.reconciler(tp); r != nil && e.ule {
+	r := e.reconciler(tp)
+	if r != nil {
+		r.fidelityTruncated()
+	}
+	if r != nil && e.ule {
 		r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
 	}
 }
@@ -302,6 +306,10 @@ func (e fetchEvents) OnOutOfRange(tp fetcher.TopicPartition, fetchOffset, source
 	e.mr.e.log.Warn("mirror: fetch offset below the source log start", "mirror", e.mr.name,
 		"partition", tp.String(), "fetchOffset", fetchOffset, "sourceLogStart", sourceLogStart, "gap", gap)
 	e.mr.e.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationOutOfRange, gap)
+	if r := e.reconciler(tp); r != nil {
+		r.fidelityTruncated()
+		r.fid.verified.Store(-1) // fully truncated: start again at the new log start
+	}
 }
 
 // OnEpochFencing implements fetcher.Events.
@@ -322,6 +330,7 @@ func (e fetchEvents) OnFailed(tp fetcher.TopicPartition, err error) {
 func (e fetchEvents) OnProgress(tp fetcher.TopicPartition, p fetcher.Progress) {
 	if r := e.reconciler(tp); r != nil {
 		r.observeProgress(p)
+		r.fid.noteSourceEnd(p.SourceHighWatermark, r.e.clock())
 		if old := r.srcHW.Swap(p.SourceHighWatermark); p.Bytes > 0 || old != p.SourceHighWatermark {
 			e.mr.e.notifyChange() // wakes waiters on log progress (tests, CLI)
 		}

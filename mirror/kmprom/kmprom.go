@@ -65,6 +65,8 @@ type Metrics struct {
 	coordErrs    *prometheus.CounterVec
 	adminReqs    *prometheus.CounterVec
 	adminLatency *prometheus.HistogramVec
+	verified     *prometheus.GaugeVec
+	mismatches   *prometheus.CounterVec
 }
 
 var _ mirror.Metrics = (*Metrics)(nil)
@@ -113,10 +115,12 @@ func New(namespace string, opts ...Opt) *Metrics {
 		coordErrs:    counter("coordinator_write_errors_total", "WriteMirrorStates calls that failed as a whole.", "mirror"),
 		adminReqs:    counter("admin_requests_total", "Mirror RPCs served, by API and top-level error code.", "api", "code"),
 		adminLatency: histogram("admin_request_latency_seconds", "Mirror RPCs served, by API.", "api"),
+		verified:     gauge("partition_verified_offset", "The fidelity check found every mirrored batch below this offset identical to the source's (batch header and CRC-32C).", part...),
+		mismatches:   counter("fidelity_mismatches_total", "Mirrored batches found different from the source's by the fidelity check (the partition goes FAILED).", "mirror", "topic"),
 	}
 	c.reg.MustRegister(m.state, m.lagOffsets, m.lagSeconds, m.bytes, m.records, m.fetchLatency, m.fetchReqErrs,
 		m.fetchErrs, m.truncations, m.gapOffsets, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
-		m.adminReqs, m.adminLatency)
+		m.adminReqs, m.adminLatency, m.verified, m.mismatches)
 	return m
 }
 
@@ -147,6 +151,7 @@ func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
 	m.state.DeletePartialMatch(l)
 	m.lagOffsets.Delete(l)
 	m.lagSeconds.delete(p)
+	m.verified.Delete(l)
 }
 
 // StateTransition implements mirror.Metrics.
@@ -265,4 +270,14 @@ func (m *Metrics) AdminRequest(o admin.RequestObservation) {
 	}
 	m.adminReqs.WithLabelValues(api, o.Code.String()).Inc()
 	m.adminLatency.WithLabelValues(api).Observe(o.Latency.Seconds())
+}
+
+// FidelityVerified implements mirror.Metrics.
+func (m *Metrics) FidelityVerified(p mirror.PartitionRef, upTo int64) {
+	m.verified.With(partLabels(p)).Set(float64(upTo))
+}
+
+// FidelityMismatch implements mirror.Metrics.
+func (m *Metrics) FidelityMismatch(p mirror.PartitionRef, _ int64) {
+	m.mismatches.WithLabelValues(p.Mirror, p.Topic).Inc()
 }
