@@ -16,6 +16,7 @@ type partitionFidelity struct {
 	verified   atomic.Int64 // every mirrored batch below it matched the source; -1 = none
 	verifiedAt atomic.Int64 // Unix nanoseconds of the last check that reached the source; 0 = none
 	gen        atomic.Int64 // raised by every truncation of the log: older check results are dropped
+	sweep      atomic.Int64 // next offset of the re-check of verified offsets; -1 = from the log start
 	srcEnd     atomic.Pointer[sourceEnd]
 }
 
@@ -25,7 +26,7 @@ type sourceEnd struct {
 	at time.Time
 }
 
-func (f *partitionFidelity) init() { f.verified.Store(-1) }
+func (f *partitionFidelity) init() { f.verified.Store(-1); f.sweep.Store(-1) }
 
 // noteSourceEnd records a source high watermark read at at.
 func (f *partitionFidelity) noteSourceEnd(hw int64, at time.Time) {
@@ -123,14 +124,20 @@ func (mr *Runtime) fidelityLoop() {
 // config again.
 const fidelityOffRecheck = 5 * time.Second
 
-// checked is one partition of a fidelity check and the log generation it read.
+// checked is one partition of a fidelity check, the log generation it read, and
+// whether it re-checked verified offsets (sweep) rather than new ones.
 type checked struct {
-	r   *Partition
-	gen int64
+	r     *Partition
+	gen   int64
+	sweep bool
 }
 
 // fidelityOnce checks every MIRRORING or PAUSED partition of the mirror once: one
-// Fetch per source leader, a small range each (fetcher.Verifier).
+// Fetch per source leader, a small range each (fetcher.Verifier). The range of a
+// partition is the next unverified one; once every mirrored offset is verified, the
+// check sweeps the verified offsets again from the log start, a range per check, and
+// wraps around, so that a destination batch changed after it was verified is found
+// too (within one sweep of the log).
 func (mr *Runtime) fidelityOnce(ctx context.Context, v *fetcher.Verifier) {
 	var targets []fetcher.VerifyTarget
 	var parts []checked
@@ -138,22 +145,31 @@ func (mr *Runtime) fidelityOnce(ctx context.Context, v *fetcher.Verifier) {
 		if st, _ := r.Current(); (st != statemachine.Mirroring && st != statemachine.Paused) || !r.logReady.Load() {
 			continue
 		}
-		from, _ := r.Fidelity()
-		parts = append(parts, checked{r: r, gen: r.fid.gen.Load()})
+		verified, _ := r.Fidelity()
+		c := checked{r: r, gen: r.fid.gen.Load()}
+		from := max(verified, 0)
+		if from >= r.log.LogEndOffset() {
+			c.sweep = true
+			if from = r.fid.sweep.Load(); from < r.log.LogStartOffset() || from >= verified {
+				from = r.log.LogStartOffset()
+			}
+		}
+		parts = append(parts, c)
 		targets = append(targets, fetcher.VerifyTarget{Topic: r.topic, TopicID: r.topicID, Partition: r.partition,
-			Log: r.log, From: max(from, 0)})
+			Log: r.log, From: from})
 	}
 	if len(targets) == 0 {
 		return
 	}
 	res := v.Check(ctx, targets)
 	for i, c := range parts {
-		c.r.observeFidelity(res[i], c.gen)
+		c.r.observeFidelity(res[i], c.gen, c.sweep)
 	}
 }
 
-// observeFidelity records one check result of the partition, read at log generation gen.
-func (r *Partition) observeFidelity(res fetcher.VerifyResult, gen int64) {
+// observeFidelity records one check result of the partition, read at log generation
+// gen; sweep says it re-checked verified offsets.
+func (r *Partition) observeFidelity(res fetcher.VerifyResult, gen int64, sweep bool) {
 	if res.Err != nil {
 		if r.e.ctx.Err() == nil {
 			r.e.log.Debug("mirror: fidelity check could not reach the source", "mirror", r.mirror,
@@ -172,13 +188,21 @@ func (r *Partition) observeFidelity(res fetcher.VerifyResult, gen int64) {
 	}
 	if res.Mismatch != nil {
 		mm := res.Mismatch
-		r.fid.verified.Store(mm.Offset)
+		for v := r.fid.verified.Load(); v > mm.Offset; v = r.fid.verified.Load() {
+			if r.fid.verified.CompareAndSwap(v, mm.Offset) {
+				break
+			}
+		}
 		r.e.log.Error("mirror: fidelity mismatch: the destination differs from the source", "mirror", r.mirror,
 			"partition", res.TopicPartition.String(), "offset", mm.Offset,
 			"sourceCRC", mm.SourceCRC, "destinationCRC", mm.DestinationCRC)
 		r.metrics().FidelityMismatch(r.ref(), mm.Offset)
 		r.push(statemachine.Error{Reason: mm.Error(), Cause: mm})
 		r.e.notifyChange()
+		return
+	}
+	if sweep {
+		r.fid.sweep.Store(res.VerifiedUpTo) // wraps to the log start once it reaches verified
 		return
 	}
 	old := r.fid.verified.Swap(res.VerifiedUpTo)
