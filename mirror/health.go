@@ -10,8 +10,9 @@ import (
 
 // describeHealth fills the offsets (when lags were requested), lag, source-health and
 // fidelity fields of pd from reconciler r. While fetching, the source offset is the
-// fetcher's latest; otherwise (PAUSED, FAILED, PREPARING) the last one read, by the
-// fetcher or the fidelity check, with its time; never in STOPPING or STOPPED.
+// fetcher's latest; in PAUSING, PAUSED and FAILED the last one read, by the fetcher or
+// the fidelity check, with its time; otherwise unknown (a restarted fetcher has not
+// answered yet: the old value would show a false catch-up).
 func describeHealth(pd *PartitionDescription, r *reconcile.Partition, lags bool, now time.Time) {
 	st, _ := r.Current()
 	if lags {
@@ -21,7 +22,7 @@ func describeHealth(pd *PartitionDescription, r *reconcile.Partition, lags bool,
 		switch {
 		case hw >= 0:
 			pd.SourceOffset, pd.SourceOffsetTime = hw, at
-		case st != statemachine.Stopping && st != statemachine.Stopped && st != statemachine.Unknown:
+		case st == statemachine.Paused || st == statemachine.Pausing || st == statemachine.Failed:
 			pd.SourceOffset, pd.SourceOffsetTime = end, at
 		}
 	}

@@ -346,9 +346,10 @@ type PartitionDescription struct {
 	LastMirrorEpoch int32
 	// LastMirrorOffset is the log end offset stored with the LME (-1 when none).
 	LastMirrorOffset int64
-	// SourceOffset is the last source high watermark read (by the fetcher, or by the
-	// fidelity check while PAUSED or FAILED), -1 when unknown or not requested; it was
-	// read at SourceOffsetTime, and a lag is as of then.
+	// SourceOffset is the source high watermark of the fetcher's last response; in
+	// PAUSING, PAUSED and FAILED the last one read (by the fetcher before it stopped, or
+	// by the fidelity check). -1 when unknown or not requested. It was read at
+	// SourceOffsetTime, and a lag is as of then.
 	SourceOffset int64
 	// SourceOffsetTime is when SourceOffset was read (zero when unknown).
 	SourceOffsetTime time.Time
