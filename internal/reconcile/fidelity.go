@@ -93,6 +93,8 @@ func (mr *Runtime) fidelityLoop() {
 		select {
 		case <-mr.e.ctx.Done():
 			return
+		case <-mr.stop:
+			return
 		case <-t.C:
 		}
 		mr.mu.Lock()

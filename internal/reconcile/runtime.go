@@ -23,6 +23,7 @@ type Runtime struct {
 	name  string
 	batch *stateBatcher // group commit of the reconcilers' coordinator calls
 	gate  *retryGate    // the FAILED-retry backoff shared by the mirror's partitions
+	stop  chan struct{} // closed by close: the mirror's own loops end
 
 	mu           sync.Mutex // guards the fields below
 	closed       bool
@@ -36,7 +37,7 @@ type Runtime struct {
 }
 
 func newRuntime(e *Engine, name string) *Runtime {
-	return &Runtime{e: e, name: name, batch: newStateBatcher(e, name), gate: newRetryGate()}
+	return &Runtime{e: e, name: name, batch: newStateBatcher(e, name), gate: newRetryGate(), stop: make(chan struct{})}
 }
 
 // Name is the mirror's name.
@@ -249,6 +250,7 @@ func (mr *Runtime) close() error {
 		return nil
 	}
 	mr.closed = true
+	close(mr.stop)
 	fs, src, sa, p := slices.Concat(mr.fetch[0], mr.fetch[1]), mr.source, mr.sadmin, mr.peer
 	mr.mu.Unlock()
 	var errs []error
