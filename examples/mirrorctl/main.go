@@ -88,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.sourceClusterID, "sourceClusterId", "", "alias of --source-cluster-id")
 	fs.StringVar(&o.output, "output", "table", "output `format`: table or json")
 	jsonFlag := fs.Bool("json", false, "alias of --output json")
-	fs.BoolVar(&o.failed, "failed", false, "with --describe: show only FAILED partitions with their retry count and error")
+	fs.BoolVar(&o.failed, "failed", false, "with --describe: show only failing partitions (FAILED, or their source unreachable) with their retry count, state and error")
 	fs.BoolVar(&o.wait, "wait", false, "with --stop, --pause or --resume: return once every partition of the topics\n"+
 		"is actually STOPPED, PAUSED or MIRRORING (bounded by --timeout)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the server (and, with --wait, for the partitions)")
