@@ -182,6 +182,9 @@ func (r *Partition) observeFidelity(res fetcher.VerifyResult, gen int64, sweep b
 	}
 	now := r.e.clock()
 	r.fid.verifiedAt.Store(now.UnixNano())
+	if prev, _ := r.SourceEnd(); prev != res.SourceHighWatermark && res.SourceHighWatermark >= 0 {
+		defer r.e.notifyChange() // wakes waiters on the lag of a PAUSED partition
+	}
 	r.fid.noteSourceEnd(res.SourceHighWatermark, now)
 	if st, _ := r.Current(); st != statemachine.Mirroring {
 		r.health.problem.Store(nil) // the source answers; a PAUSED partition fetches nothing else
