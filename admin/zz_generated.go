@@ -55,7 +55,7 @@ var apiTable = []APIInfo{
 	{Key: KeyListClusterMirrors, Name: "ListClusterMirrors", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
 		newRequest:  func() kmsg.Request { r := NewListClusterMirrorsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewListClusterMirrorsResponse(); return &r }},
-	{Key: KeyDescribeClusterMirrors, Name: "DescribeClusterMirrors", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
+	{Key: KeyDescribeClusterMirrors, Name: "DescribeClusterMirrors", MinVersion: 0, MaxVersion: 1, Listeners: []string{"broker"},
 		newRequest:  func() kmsg.Request { r := NewDescribeClusterMirrorsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewDescribeClusterMirrorsResponse(); return &r }},
 	{Key: KeyReadMirrorStates, Name: "ReadMirrorStates", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
@@ -2536,9 +2536,9 @@ func (v *ListClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) 
 	return d.finish("ListClusterMirrorsResponse")
 }
 
-// DescribeClusterMirrorsRequest: Describes cluster mirrors, optionally with partition states and offsets.
+// DescribeClusterMirrorsRequest: Describes cluster mirrors, optionally with partition states and offsets. Version 1 answers with the fidelity check's fields.
 //
-// API key 10099, versions 0-0, flexible in every version.
+// API key 10099, versions 0-1, flexible in every version.
 type DescribeClusterMirrorsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -2729,7 +2729,7 @@ func (v *DescribeClusterMirrorsRequestTopicPartitions) readFrom(d *decoder, vers
 func (*DescribeClusterMirrorsRequest) Key() int16 { return KeyDescribeClusterMirrors }
 
 // MaxVersion returns the highest version of DescribeClusterMirrorsRequest.
-func (*DescribeClusterMirrorsRequest) MaxVersion() int16 { return 0 }
+func (*DescribeClusterMirrorsRequest) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of DescribeClusterMirrorsRequest.
 func (*DescribeClusterMirrorsRequest) MinVersion() int16 { return 0 }
@@ -2771,7 +2771,7 @@ func (v *DescribeClusterMirrorsRequest) AppendTo(dst []byte) []byte {
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *DescribeClusterMirrorsRequest) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -2780,7 +2780,7 @@ func (v *DescribeClusterMirrorsRequest) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *DescribeClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("DescribeClusterMirrorsRequest", version)
 	}
 	*v = DescribeClusterMirrorsRequest{Version: version}
@@ -2790,9 +2790,9 @@ func (v *DescribeClusterMirrorsRequest) ReadFromLimit(src []byte, maxElements in
 	return d.finish("DescribeClusterMirrorsRequest")
 }
 
-// DescribeClusterMirrorsResponse: The result of a DescribeClusterMirrors request.
+// DescribeClusterMirrorsResponse: The result of a DescribeClusterMirrors request. Version 1 adds the time of the source offset and the fidelity check's verified offset.
 //
-// API key 10099, versions 0-0, flexible in every version.
+// API key 10099, versions 0-1, flexible in every version.
 type DescribeClusterMirrorsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -3105,6 +3105,18 @@ type DescribeClusterMirrorsResponseMirrorTopicPartition struct {
 	// (tagged field, tag 4; default -1)
 	SourceUnreachableSince int64
 
+	// SourceOffsetTimestamp: When SourceOffset was read from the source (Unix milliseconds), or -1; a lag is as of this time.
+	// (present in versions 1+; default -1)
+	SourceOffsetTimestamp int64
+
+	// VerifiedOffset: Every mirrored batch below this offset that the source still holds was found byte-identical to the source's by the fidelity check, or -1 before the first check.
+	// (present in versions 1+; default -1)
+	VerifiedOffset int64
+
+	// VerifiedTimestamp: When the fidelity check last reached the source for this partition (Unix milliseconds), or -1.
+	// (present in versions 1+; default -1)
+	VerifiedTimestamp int64
+
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
 	UnknownTags kmsg.Tags
@@ -3120,6 +3132,9 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) Default() {
 	v.TimeLagMs = -1
 	v.LastFetchTimestamp = -1
 	v.SourceUnreachableSince = -1
+	v.SourceOffsetTimestamp = -1
+	v.VerifiedOffset = -1
+	v.VerifiedTimestamp = -1
 }
 
 // NewDescribeClusterMirrorsResponseMirrorTopicPartition returns a DescribeClusterMirrorsResponseMirrorTopicPartition with defaults set.
@@ -3146,6 +3161,15 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) appendTo(dst []byte
 	dst = kbin.AppendInt64(dst, v.DestinationOffset)
 	dst = kbin.AppendInt32(dst, v.LastMirrorEpoch)
 	dst = kbin.AppendInt64(dst, v.LastMirrorOffset)
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.SourceOffsetTimestamp)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.VerifiedOffset)
+	}
+	if version >= 1 {
+		dst = kbin.AppendInt64(dst, v.VerifiedTimestamp)
+	}
 	var tags kmsg.Tags
 	v.UnknownTags.Each(func(key uint32, val []byte) { tags.Set(key, val) })
 	if v.TimeLagMs != -1 {
@@ -3189,6 +3213,15 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) readFrom(d *decoder
 	v.DestinationOffset = d.Int64()
 	v.LastMirrorEpoch = d.Int32()
 	v.LastMirrorOffset = d.Int64()
+	if version >= 1 {
+		v.SourceOffsetTimestamp = d.Int64()
+	}
+	if version >= 1 {
+		v.VerifiedOffset = d.Int64()
+	}
+	if version >= 1 {
+		v.VerifiedTimestamp = d.Int64()
+	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
 		val := d.Span(int(size))
@@ -3226,7 +3259,7 @@ func (v *DescribeClusterMirrorsResponseMirrorTopicPartition) readFrom(d *decoder
 func (*DescribeClusterMirrorsResponse) Key() int16 { return KeyDescribeClusterMirrors }
 
 // MaxVersion returns the highest version of DescribeClusterMirrorsResponse.
-func (*DescribeClusterMirrorsResponse) MaxVersion() int16 { return 0 }
+func (*DescribeClusterMirrorsResponse) MaxVersion() int16 { return 1 }
 
 // MinVersion returns the lowest version of DescribeClusterMirrorsResponse.
 func (*DescribeClusterMirrorsResponse) MinVersion() int16 { return 0 }
@@ -3273,7 +3306,7 @@ func (v *DescribeClusterMirrorsResponse) AppendTo(dst []byte) []byte {
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-0.
+// outside 0-1.
 func (v *DescribeClusterMirrorsResponse) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -3282,7 +3315,7 @@ func (v *DescribeClusterMirrorsResponse) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *DescribeClusterMirrorsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 0 {
+	if version < 0 || version > 1 {
 		return unsupportedVersion("DescribeClusterMirrorsResponse", version)
 	}
 	*v = DescribeClusterMirrorsResponse{Version: version}

@@ -86,6 +86,10 @@ type partState struct {
 	// after a success); lastErr the last failure of that run.
 	failingSince time.Time
 	lastErr      error
+	// lastOK is when the source last answered this partition (or when it was
+	// added): a failing run counts from there, so a request that hung before
+	// failing is part of it.
+	lastOK time.Time
 }
 
 // NewFetcher starts a Fetcher reading from src. Close stops it.
@@ -332,7 +336,7 @@ func (f *Fetcher) apply(o op, parts map[TopicPartition]*partState, order *[]Topi
 		ps := &partState{
 			tp: tp, topicID: p.TopicID, log: p.Log, sourceEpoch: epoch.UndefinedEpoch, leader: -1,
 			needInfo: true, needProbe: f.probe, maxBytes: f.cfg.PartitionMaxBytes, hw: -1,
-			bo: f.cfg.NewBackOff(),
+			bo: f.cfg.NewBackOff(), lastOK: time.Now(),
 		}
 		parts[tp] = ps
 		*order = append(*order, tp)
@@ -381,7 +385,7 @@ func (f *Fetcher) retryLater(ps *partState) {
 }
 
 func (f *Fetcher) succeeded(ps *partState) {
-	ps.failingSince, ps.lastErr = time.Time{}, nil
+	ps.failingSince, ps.lastErr, ps.lastOK = time.Time{}, nil, time.Now()
 	ps.bo.Reset()
 	ps.retryAt = time.Time{}
 }
@@ -390,7 +394,9 @@ func (f *Fetcher) succeeded(ps *partState) {
 // needed. It returns false when ps must not be fetched now.
 func (f *Fetcher) prepare(ctx context.Context, ps *partState) bool {
 	if ps.needInfo {
-		info, err := f.src.PartitionInfo(ctx, ps.tp.Topic, ps.tp.Partition, true)
+		qctx, cancel := f.requestContext(ctx)
+		info, err := f.src.PartitionInfo(qctx, ps.tp.Topic, ps.tp.Partition, true)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				f.cfg.Logger.Warn("source metadata unavailable", "partition", ps.tp.String(), "err", err)

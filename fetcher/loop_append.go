@@ -181,7 +181,7 @@ func (f *Fetcher) appended(ps *partState, req FetchPartition, r FetchResult, out
 		Records: out.records, MaxTimestamp: out.maxTs,
 	})
 	if ps.needInfo {
-		ps.failingSince, ps.lastErr = time.Time{}, nil // data came back: the source answers
+		ps.failingSince, ps.lastErr, ps.lastOK = time.Time{}, nil, time.Now() // data came back: the source answers
 		f.retryLater(ps)
 		return
 	}

@@ -113,7 +113,9 @@ func (f *Fetcher) launch(fs *flights, leader int32, ready []*partState, reqs []F
 func (f *Fetcher) fly(ctx context.Context, arrived chan<- *flight, fl *flight) {
 	for fl != nil {
 		sent := time.Now()
-		fl.res, fl.err = f.src.Fetch(ctx, fl.reqs)
+		fctx, cancel := f.requestContext(ctx)
+		fl.res, fl.err = f.src.Fetch(fctx, fl.reqs)
+		cancel()
 		fl.latency = time.Since(sent)
 		if fl.err == nil && ctx.Err() == nil && fl.mayChain.Load() && len(fl.res) == len(fl.reqs) {
 			if spec := speculate(fl.reqs, fl.res); spec != nil {

@@ -47,9 +47,11 @@ func (f *Fetcher) probeEpoch(ctx context.Context, ps *partState) bool {
 // the source's (LeaderEpoch, EndOffset); false when it failed (ps is then
 // scheduled for a retry).
 func (f *Fetcher) askEpoch(ctx context.Context, ps *partState, le int32) (epoch.Divergence, bool) {
-	res, err := f.src.OffsetForLeaderEpoch(ctx, []EpochQuery{{
+	qctx, cancel := f.requestContext(ctx)
+	res, err := f.src.OffsetForLeaderEpoch(qctx, []EpochQuery{{
 		Topic: ps.tp.Topic, Partition: ps.tp.Partition, CurrentLeaderEpoch: ps.sourceEpoch, LeaderEpoch: le,
 	}})
+	cancel()
 	if err == nil && len(res) != 1 {
 		err = fmt.Errorf("%w: OffsetForLeaderEpoch returned %d results", ErrProtocol, len(res))
 	}
@@ -67,10 +69,12 @@ func (f *Fetcher) askEpoch(ctx context.Context, ps *partState, le int32) (epoch.
 // outOfRange handles a Fetch at fetchOffset answered with OFFSET_OUT_OF_RANGE:
 // it asks the source for its log start and end, then decideOutOfRange.
 func (f *Fetcher) outOfRange(ctx context.Context, ps *partState, fetchOffset int64) {
-	res, err := f.src.ListOffsets(ctx, []OffsetQuery{
+	qctx, cancel := f.requestContext(ctx)
+	res, err := f.src.ListOffsets(qctx, []OffsetQuery{
 		{Topic: ps.tp.Topic, Partition: ps.tp.Partition, CurrentLeaderEpoch: ps.sourceEpoch, Timestamp: LatestTimestamp},
 		{Topic: ps.tp.Topic, Partition: ps.tp.Partition, CurrentLeaderEpoch: ps.sourceEpoch, Timestamp: EarliestTimestamp},
 	})
+	cancel()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("%w: ListOffsets returned %d results", ErrProtocol, len(res))
 	}

@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -42,6 +43,9 @@ func (f *Fetcher) noteFailure(ps *partState, cause error) bool {
 	now := time.Now()
 	if ps.failingSince.IsZero() {
 		ps.failingSince = now
+		if !ps.lastOK.IsZero() && ps.lastOK.Before(now) {
+			ps.failingSince = ps.lastOK // the failed request may have hung since then
+		}
 	}
 	if cause != nil {
 		ps.lastErr = cause
@@ -52,4 +56,14 @@ func (f *Fetcher) noteFailure(ps *partState, cause error) bool {
 	f.fail(ps, &SourceUnreachableError{TopicPartition: ps.tp, Since: ps.failingSince,
 		Timeout: f.cfg.UnreachableTimeout, Last: ps.lastErr})
 	return true
+}
+
+// requestContext bounds one source request of the loop by Config.UnreachableTimeout,
+// so that a source that accepts connections but never answers (frozen) fails the
+// request, and its partitions, within that time instead of holding them.
+func (f *Fetcher) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.cfg.UnreachableTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, f.cfg.UnreachableTimeout)
 }

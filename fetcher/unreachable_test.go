@@ -91,3 +91,55 @@ func TestFetcherUnreachableTimeoutResetBySuccess(t *testing.T) {
 	_, err = NewFetcher(src, Config{UnreachableTimeout: -1})
 	require.Error(t, err)
 }
+
+// frozenSource accepts every call while frozen and answers none: each blocks until
+// its context ends (a broker whose connections stay open but which never replies).
+type frozenSource struct {
+	Source
+	frozen atomic.Bool
+}
+
+func (s *frozenSource) Fetch(ctx context.Context, ps []FetchPartition) ([]FetchResult, error) {
+	if s.frozen.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Source.Fetch(ctx, ps)
+}
+
+func (s *frozenSource) PartitionInfo(ctx context.Context, t string, p int32, refresh bool) (PartitionInfo, error) {
+	if s.frozen.Load() {
+		<-ctx.Done()
+		return PartitionInfo{}, ctx.Err()
+	}
+	return s.Source.PartitionInfo(ctx, t, p, refresh)
+}
+
+func TestFetcherFrozenSourceFailsWithinTimeout(t *testing.T) {
+	s := memLog(t, 0)
+	appendAll(t, s, batch(t, 0, 0, 4, records.CompressionNone))
+	local := NewLocalSource(ReadUncommitted)
+	local.Add("t", records.UUID{}, 0, s)
+	src := &frozenSource{Source: local}
+	d := memLog(t, 3)
+	ev := newRecorder()
+	const timeout = 300 * time.Millisecond
+	f, err := NewFetcher(src, Config{Events: ev, UnreachableTimeout: timeout})
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Add(PartitionSpec{Topic: "t", Partition: 0, Log: d}))
+	ev.waitUntil(t, waitLong, "caught up", func() bool { return d.LogEndOffset() == 4 })
+	frozen := time.Now()
+	src.frozen.Store(true)
+	tp := TopicPartition{"t", 0}
+	ev.waitUntil(t, waitLong, "failed", func() bool { return ev.failure(tp) != nil })
+	err = ev.failure(tp)
+	require.ErrorIs(t, err, ErrSourceUnreachable)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the hung request was bounded by the timeout")
+	var ue *SourceUnreachableError
+	require.True(t, errors.As(err, &ue))
+	// The failing run counts from the last answer, before the freeze, not from the
+	// end of the first hung request (which would make it two timeouts long).
+	require.False(t, ue.Since.After(frozen), "since %v, frozen at %v", ue.Since, frozen)
+	require.Equal(t, int64(4), d.LogEndOffset(), "nothing lost")
+}

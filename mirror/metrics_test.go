@@ -18,6 +18,7 @@ import (
 
 // metricsRecorder keeps every Metrics call.
 type metricsRecorder struct {
+	NopMetrics  // the fidelity check's reports are asserted in fidelity_test.go
 	mu          sync.Mutex
 	states      map[PartitionRef]statemachine.State
 	gone        map[PartitionRef]bool

@@ -373,9 +373,13 @@ type PartitionDescription struct {
 	LastMirrorEpoch int32
 	// LastMirrorOffset is the log end offset stored with the LME (-1 when none).
 	LastMirrorOffset int64
-	// SourceOffset is the source high watermark of the last fetch response, -1 when
-	// unknown or not requested.
+	// SourceOffset is the source high watermark of the fetcher's last response; in
+	// PAUSING, PAUSED and FAILED the last one read (by the fetcher before it stopped, or
+	// by the fidelity check). -1 when unknown or not requested. It was read at
+	// SourceOffsetTime, and a lag is as of then.
 	SourceOffset int64
+	// SourceOffsetTime is when SourceOffset was read (zero when unknown).
+	SourceOffsetTime time.Time
 	// DestinationOffset is the destination log end offset, -1 when not requested.
 	DestinationOffset int64
 	// ErrorMessage is the failure reason of a FAILED partition.
@@ -391,9 +395,11 @@ type PartitionDescription struct {
 	// when none since this instance started (or lags not requested).
 	LastFetch time.Time
 	// SourceErrorCode and SourceErrorMessage are the cause of the source being
-	// unreachable for this MIRRORING partition for longer than the threshold
+	// unreachable for this partition for longer than the threshold
 	// (WithSourceUnreachableAfter): every fetch attempt since SourceUnreachableSince
-	// failed. CodeNone, "" and zero otherwise. The state stays MIRRORING.
+	// failed, or none was answered (a frozen source). It stays set through FAILED
+	// and its automatic retries until the source answers again; Lag and TimeLag are
+	// then unknown (-1). CodeNone, "" and zero otherwise (and in STOPPING, STOPPED).
 	SourceErrorCode        admin.Code
 	SourceErrorMessage     string
 	SourceUnreachableSince time.Time
@@ -402,11 +408,30 @@ type PartitionDescription struct {
 	RetryAttempt int16
 	// PreviousState is the state before FAILED (UNKNOWN when none or not requested).
 	PreviousState statemachine.State
+	// VerifiedOffset is how far the continuous fidelity check
+	// (fidelity.check.interval.ms) has found the destination identical to the
+	// source: every mirrored batch below it that the source still holds has the
+	// source's batch header and CRC-32C. -1 before the first check. VerifiedTime is
+	// when the check last reached the source for this partition (zero when never).
+	// A mismatch fails the partition with a *fetcher.FidelityMismatchError naming
+	// the offset and both CRCs.
+	VerifiedOffset int64
+	VerifiedTime   time.Time
 }
 
-// Lag returns max(0, SourceOffset − DestinationOffset), or -1 when either is unknown.
+// Failing reports whether the partition is FAILED or its source is unreachable (the
+// partitions `mirrorctl --describe --failed` lists): a partition whose source is down
+// counts as failing even while a retry has moved it to another state.
+func (p PartitionDescription) Failing() bool {
+	return p.State == statemachine.Failed || !p.SourceUnreachableSince.IsZero()
+}
+
+// Lag returns max(0, SourceOffset − DestinationOffset): the offsets not yet mirrored
+// as of SourceOffsetTime (a burst produced since is not counted). It is -1 when either
+// offset is unknown or the source is unreachable (SourceUnreachableSince set), when
+// the last known source offset would give a stale answer.
 func (p PartitionDescription) Lag() int64 {
-	if p.SourceOffset < 0 || p.DestinationOffset < 0 {
+	if p.SourceOffset < 0 || p.DestinationOffset < 0 || !p.SourceUnreachableSince.IsZero() {
 		return -1
 	}
 	return max(0, p.SourceOffset-p.DestinationOffset)

@@ -589,11 +589,9 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 				continue
 			}
 			pd := PartitionDescription{Partition: p, State: statemachine.Unknown, LastMirrorEpoch: -1,
-				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, TimeLag: -1, PreviousState: statemachine.Unknown}
+				LastMirrorOffset: -1, SourceOffset: -1, DestinationOffset: -1, TimeLag: -1, PreviousState: statemachine.Unknown,
+				VerifiedOffset: -1}
 			if r := m.reconcilerOf(ts.Topic, p); r != nil && r.Mirror() == name {
-				if o.IncludeLags {
-					pd.SourceOffset, pd.DestinationOffset = r.Offsets()
-				}
 				describeHealth(&pd, r, o.IncludeLags, now)
 			}
 			if o.IncludeStates {

@@ -100,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.output, "output", "table", "output `format`: table or json")
 	jsonFlag := fs.Bool("json", false, "alias of --output json")
 	registerPlanFlags(fs, &o.plan)
-	fs.BoolVar(&o.failed, "failed", false, "with --describe: show only FAILED partitions with their retry count and error")
+	fs.BoolVar(&o.failed, "failed", false, "with --describe: show only failing partitions (FAILED, or their source unreachable) with their retry count, state and error")
 	fs.BoolVar(&o.wait, "wait", false, "with --stop, --pause or --resume: return once every partition of the topics\n"+
 		"is actually STOPPED, PAUSED or MIRRORING (bounded by --timeout)")
 	fs.BoolVar(&o.addACL, "add-acl", false, "grant --principal the --operation(s) on the cluster mirror --mirror (CreateAcls)")
@@ -754,12 +754,12 @@ func (c *cli) doDescribe(ctx context.Context) error {
 		}
 		for _, p := range d.Partitions {
 			if c.o.failed {
-				rows = append(rows, []string{d.Mirror, p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.RetryAttempt), dash(p.Error)})
+				rows = append(rows, []string{d.Mirror, p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.RetryAttempt), p.State, p.errorColumn()})
 				continue
 			}
 			rows = append(rows, []string{d.Mirror, p.Topic, fmt.Sprint(p.Partition),
 				offsetText(p.SourceOffset), offsetText(p.DestinationOffset), offsetText(p.Lag), durationText(p.TimeLagMs),
-				p.State, epochText(p.LastMirrorEpoch), p.errorColumn()})
+				p.State, epochText(p.LastMirrorEpoch), offsetText(p.VerifiedOffset), p.errorColumn()})
 		}
 	}
 	if len(rows) > 0 {
@@ -800,7 +800,9 @@ func buildDescriptions(resp *admin.DescribeClusterMirrorsResponse, filter []*reg
 			}
 			for _, p := range t.Partitions {
 				st := statemachine.State(p.State)
-				if failedOnly && st != statemachine.Failed {
+				// A partition whose source is unreachable is failing even while a
+				// retry has moved it out of FAILED.
+				if failedOnly && st != statemachine.Failed && p.SourceUnreachableSince < 0 {
 					continue
 				}
 				d.Partitions = append(d.Partitions, partitionDesc{
@@ -809,7 +811,7 @@ func buildDescriptions(resp *admin.DescribeClusterMirrorsResponse, filter []*reg
 					State:                  st.String(),
 					SourceOffset:           p.SourceOffset,
 					DestinationOffset:      p.DestinationOffset,
-					Lag:                    lag(p.SourceOffset, p.DestinationOffset),
+					Lag:                    lag(p.SourceOffset, p.DestinationOffset, p.SourceUnreachableSince),
 					LastMirrorEpoch:        p.LastMirrorEpoch,
 					LastMirrorOffset:       p.LastMirrorOffset,
 					RetryAttempt:           p.RetryAttempt,
@@ -820,6 +822,9 @@ func buildDescriptions(resp *admin.DescribeClusterMirrorsResponse, filter []*reg
 					SourceErrorCode:        p.SourceErrorCode,
 					SourceError:            deref(p.SourceErrorMessage),
 					SourceUnreachableSince: timeText(p.SourceUnreachableSince),
+					SourceOffsetTime:       timeText(p.SourceOffsetTimestamp),
+					VerifiedOffset:         p.VerifiedOffset,
+					Verified:               timeText(p.VerifiedTimestamp),
 				})
 			}
 		}
@@ -844,10 +849,11 @@ func epochText(e int32) string {
 	return fmt.Sprint(e)
 }
 
-// lag is max(0, source-destination), or -1 when either offset is unknown
-// (spec §15.1: lag is derived client-side).
-func lag(src, dst int64) int64 {
-	if src < 0 || dst < 0 {
+// lag is max(0, source-destination), or -1 when either offset is unknown or the
+// source is unreachable (unreachableSince set: the source offset is stale) (spec
+// §15.1: lag is derived client-side).
+func lag(src, dst, unreachableSince int64) int64 {
+	if src < 0 || dst < 0 || unreachableSince >= 0 {
 		return -1
 	}
 	return max(0, src-dst)

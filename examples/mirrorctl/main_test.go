@@ -212,10 +212,10 @@ func TestMirrorctlLifecycle(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	lines = strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 4)
-	require.Regexp(t, `^MIRROR\s+TOPIC\s+PARTITION\s+SOURCE-OFFSET\s+DESTINATION-OFFSET\s+LAG\s+TIME-LAG\s+STATE\s+LME\s+ERROR$`, lines[0])
-	require.Regexp(t, `^m1\s+orders\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+-$`, lines[1])
-	require.Regexp(t, `^m1\s+orders\s+1\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+-$`, lines[2])
-	require.Regexp(t, `^m1\s+payments\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+-$`, lines[3])
+	require.Regexp(t, `^MIRROR\s+TOPIC\s+PARTITION\s+SOURCE-OFFSET\s+DESTINATION-OFFSET\s+LAG\s+TIME-LAG\s+STATE\s+LME\s+VERIFIED\s+ERROR$`, lines[0])
+	require.Regexp(t, `^m1\s+orders\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+(-|1)\s+-$`, lines[1])
+	require.Regexp(t, `^m1\s+orders\s+1\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+(-|1)\s+-$`, lines[2])
+	require.Regexp(t, `^m1\s+payments\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+(-|1)\s+-$`, lines[3])
 	code, out, _ = e.ctl(t, "--describe", "--topics", "pay.*", "--output", "json")
 	require.Equal(t, exitOK, code)
 	var ds []mirrorDesc
@@ -224,9 +224,12 @@ func TestMirrorctlLifecycle(t *testing.T) {
 	require.Len(t, ds[0].Partitions, 1)
 	_, err := time.Parse(time.RFC3339Nano, ds[0].Partitions[0].LastFetch)
 	require.NoError(t, err, "lastFetch is a time")
-	ds[0].Partitions[0].LastFetch = ""
+	_, err = time.Parse(time.RFC3339Nano, ds[0].Partitions[0].SourceOffsetTime)
+	require.NoError(t, err, "sourceOffsetTime is a time")
+	ds[0].Partitions[0].LastFetch, ds[0].Partitions[0].SourceOffsetTime = "", ""
+	ds[0].Partitions[0].VerifiedOffset, ds[0].Partitions[0].Verified = -1, "" // the check's timing is its own test's
 	require.Equal(t, []partitionDesc{{Topic: "payments", Partition: 0, State: "MIRRORING", SourceOffset: 1,
-		DestinationOffset: 1, Lag: 0, LastMirrorEpoch: -1, LastMirrorOffset: -1}}, ds[0].Partitions)
+		DestinationOffset: 1, Lag: 0, LastMirrorEpoch: -1, LastMirrorOffset: -1, VerifiedOffset: -1}}, ds[0].Partitions)
 	code, out, _ = e.ctl(t, "--describe", "--failed")
 	require.Equal(t, exitOK, code)
 	require.Equal(t, "Mirror \"m1\" has no failed partitions.\n", out)

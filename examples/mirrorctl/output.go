@@ -14,8 +14,8 @@ import (
 // Table headers (spec §14.7, §14.8).
 var (
 	listHeader     = []string{"MIRROR", "TOPICS", "SOURCE-CLUSTER-ID", "SOURCE-BOOTSTRAP-SERVER"}
-	describeHeader = []string{"MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "TIME-LAG", "STATE", "LME", "ERROR"}
-	failedHeader   = []string{"MIRROR", "TOPIC", "PARTITION", "RETRY", "ERROR"}
+	describeHeader = []string{"MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "TIME-LAG", "STATE", "LME", "VERIFIED", "ERROR"}
+	failedHeader   = []string{"MIRROR", "TOPIC", "PARTITION", "RETRY", "STATE", "ERROR"}
 )
 
 // listEntry is one mirror of --list --output json.
@@ -58,6 +58,12 @@ type partitionDesc struct {
 	SourceErrorCode        int16  `json:"sourceErrorCode,omitempty"`
 	SourceError            string `json:"sourceError,omitempty"`
 	SourceUnreachableSince string `json:"sourceUnreachableSince,omitempty"`
+	// SourceOffsetTime is when sourceOffset was read (RFC 3339), "" when unknown.
+	SourceOffsetTime string `json:"sourceOffsetTime,omitempty"`
+	// VerifiedOffset is how far the fidelity check found the copy identical to the
+	// source (-1 before the first check); Verified when it last reached the source.
+	VerifiedOffset int64  `json:"verifiedOffset"`
+	Verified       string `json:"verified,omitempty"`
 }
 
 // errorColumn is the ERROR cell of a partition: its own error, else the cause of an
@@ -66,10 +72,14 @@ func (p partitionDesc) errorColumn() string {
 	switch {
 	case p.ErrorCode != 0:
 		return codeText(admin.Code(p.ErrorCode), p.Error)
+	case p.SourceErrorCode != 0:
+		msg := fmt.Sprintf("source unreachable since %s: %s", p.SourceUnreachableSince, codeText(admin.Code(p.SourceErrorCode), p.SourceError))
+		if p.Error != "" {
+			msg += "; " + p.Error
+		}
+		return msg
 	case p.Error != "":
 		return p.Error // the reason of a FAILED state
-	case p.SourceErrorCode != 0:
-		return fmt.Sprintf("source unreachable since %s: %s", p.SourceUnreachableSince, codeText(admin.Code(p.SourceErrorCode), p.SourceError))
 	}
 	return "-"
 }

@@ -285,5 +285,9 @@ func TestDescribeShowsUnreachableSource(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2)
-	require.Regexp(t, `^m1\s+payments\s+0\s+1\s+1\s+0\s+0s\s+MIRRORING\s+-\s+source unreachable since \S+: [A-Z_]+: .+$`, lines[1])
+	require.Regexp(t, `^m1\s+payments\s+0\s+1\s+1\s+-\s+-\s+MIRRORING\s+-\s+(-|1)\s+source unreachable since \S+: [A-Z_]+: .+$`, lines[1])
+	// The lag is unknown, never a stale 0, and --failed lists the partition.
+	code, out, errOut = e.ctl(t, "--describe", "--mirror", "m1", "--failed")
+	require.Equal(t, exitOK, code, errOut)
+	require.Regexp(t, `(?m)^m1\s+payments\s+0\s+\d+\s+[A-Z]+\s+source unreachable since `, out)
 }

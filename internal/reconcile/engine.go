@@ -124,6 +124,11 @@ func (e *Engine) EnsureMirror(name string) *Runtime {
 	}
 	mr := newRuntime(e, name)
 	e.mirrors[name] = mr
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		mr.fidelityLoop()
+	}()
 	if e.cfg.SyncInterval > 0 {
 		e.wg.Add(1)
 		go func() {

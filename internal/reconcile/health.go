@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"time"
@@ -18,9 +19,10 @@ import (
 // for DescribeClusterMirrors and Metrics. The atomics are written on the fetcher's
 // event goroutine and read anywhere; stoppingSince is owned by the run goroutine.
 type partitionHealth struct {
-	lastFetch atomic.Int64 // Unix nanoseconds of the last processed fetch response; 0 = none
-	lastTs    atomic.Int64 // largest batch MaxTimestamp (Unix ms) this owner mirrored; -1 = none
-	problem   atomic.Pointer[sourceProblem]
+	lastFetch  atomic.Int64 // Unix nanoseconds of the last processed fetch response; 0 = none
+	fetchStart atomic.Int64 // Unix nanoseconds of the last start of the partition's fetcher; 0 = none
+	lastTs     atomic.Int64 // largest batch MaxTimestamp (Unix ms) this owner mirrored; -1 = none
+	problem    atomic.Pointer[sourceProblem]
 
 	stoppingSince time.Time // when this owner wrote STOPPING; zero otherwise
 }
@@ -79,9 +81,14 @@ func (r *Partition) observeProgress(p fetcher.Progress) {
 	mt.Lag(r.ref(), p.Lag, upTo)
 }
 
-// observeSourceError records a failed, retried fetch attempt (fetcher goroutine).
+// observeSourceError records a failed, retried fetch attempt (fetcher goroutine). The
+// problem counts from the last processed response (the failed request may have hung
+// since then), or from now when there was none.
 func (r *Partition) observeSourceError(err error) {
 	since := r.e.clock()
+	if ns := r.health.lastFetch.Load(); ns > 0 && time.Unix(0, ns).Before(since) {
+		since = time.Unix(0, ns)
+	}
 	old := r.health.problem.Load()
 	if old != nil {
 		since = old.since
@@ -92,10 +99,12 @@ func (r *Partition) observeSourceError(err error) {
 	}
 }
 
-// fetcherStopped forgets the source's state when the partition leaves the fetcher.
+// fetcherStopped forgets the source's high watermark when the partition leaves the
+// fetcher. A source problem is kept: a partition failed (and retried) because its
+// source is unreachable stays shown as such until a fetch, or a fidelity check of a
+// PAUSED partition, reaches the source again, or the partition stops.
 func (r *Partition) fetcherStopped() {
 	r.srcHW.Store(-1)
-	r.health.problem.Store(nil)
 	r.metrics().Lag(r.ref(), -1, time.Time{})
 }
 
@@ -108,6 +117,9 @@ func (r *Partition) observeGone() { r.metrics().PartitionGone(r.ref()) }
 // observeTransition reports a durable state change and times STOPPING (run goroutine).
 func (r *Partition) observeTransition(from, to statemachine.State) {
 	r.metrics().StateTransition(r.ref(), from, to)
+	if to == statemachine.Stopping || to == statemachine.Stopped {
+		r.health.problem.Store(nil) // the source is no longer needed
+	}
 	switch {
 	case to == statemachine.Stopping:
 		r.health.stoppingSince = r.e.clock()
@@ -127,24 +139,53 @@ func (r *Partition) observeBump(cause EpochBumpCause, from, to int32) {
 }
 
 // Health returns the lag and source health of the partition at now; lag is its offset
-// lag (-1 unknown). The source problem is reported only while the partition is
-// MIRRORING and the source has failed for at least Config.UnreachableAfter.
+// lag (-1 unknown). The source is reported unreachable (SourceUnreachableSince set)
+// once it has failed for at least Config.UnreachableAfter: every fetch attempt since
+// then failed, or — a source that keeps connections open but never answers — a
+// MIRRORING partition got no fetch response for that long. It stays reported in every
+// state but STOPPING and STOPPED (through FAILED and its retries) until the source
+// answers again; the time lag is then unknown (-1), never a stale 0.
 func (r *Partition) Health(lag int64, now time.Time) Health {
 	h := Health{TimeLag: r.health.timeLag(lag, now)}
 	if ns := r.health.lastFetch.Load(); ns > 0 {
 		h.LastFetch = time.Unix(0, ns)
 	}
+	st, _ := r.Current()
+	if st == statemachine.Stopping || st == statemachine.Stopped || st == statemachine.Unknown {
+		return h
+	}
 	p := r.health.problem.Load()
-	if p == nil {
+	if p == nil && st == statemachine.Mirroring {
+		p = r.silentSource(now)
+	}
+	if p == nil || now.Sub(p.since) < r.e.cfg.UnreachableAfter {
 		return h
 	}
-	if st, _ := r.Current(); st != statemachine.Mirroring || now.Sub(p.since) < r.e.cfg.UnreachableAfter {
-		return h
-	}
+	h.TimeLag = -1
 	h.SourceErrorCode = sourceErrorCode(p.err)
 	h.SourceErrorMessage = p.err.Error()
 	h.SourceUnreachableSince = p.since
 	return h
+}
+
+// ErrNoFetchResponse is the problem of a MIRRORING partition whose source accepted its
+// fetches but answered none for Config.UnreachableAfter (a frozen source).
+var ErrNoFetchResponse = errors.New("mirror: no fetch response from the source")
+
+// silentSource is the problem of a MIRRORING partition that had no fetch response
+// since its last one (or since its fetcher started), or nil when it had one within
+// Config.UnreachableAfter. A fetch long-polls for at most fetch.wait.max.ms, so a
+// longer silence means the source does not answer.
+func (r *Partition) silentSource(now time.Time) *sourceProblem {
+	last := max(r.health.lastFetch.Load(), r.health.fetchStart.Load())
+	if last <= 0 || r.e.cfg.UnreachableAfter <= 0 {
+		return nil
+	}
+	since := time.Unix(0, last)
+	if d := now.Sub(since); d >= r.e.cfg.UnreachableAfter {
+		return &sourceProblem{since: since, err: fmt.Errorf("%w for %v", ErrNoFetchResponse, d.Round(time.Millisecond))}
+	}
+	return nil
 }
 
 // sourceErrorCode is the Kafka error code of a fetch failure: the source's own
@@ -163,7 +204,7 @@ func sourceErrorCode(err error) admin.Code {
 		return admin.Code(ke.Code)
 	case errors.As(err, &ae):
 		return ae.Code
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrNoFetchResponse), errors.As(err, &ne) && ne.Timeout():
 		return admin.CodeRequestTimedOut
 	case errors.Is(err, fetcher.ErrUnknownPartition):
 		return admin.CodeUnknownTopicOrPartition

@@ -89,6 +89,13 @@ type Metrics interface {
 	CoordinatorWrite(mirror string, partitions int, latency time.Duration, err error)
 	// AdminRequest reports one mirror RPC served by adminhandler.New.
 	AdminRequest(o admin.RequestObservation)
+	// FidelityVerified reports a fidelity check of a partition that reached the
+	// source: every mirrored batch below upTo that the source still holds is
+	// byte-identical to the source's (batch headers and CRC-32C compared).
+	FidelityVerified(p PartitionRef, upTo int64)
+	// FidelityMismatch reports a mirrored batch at offset that differs from the
+	// source's; the partition goes FAILED with the mismatch as its cause.
+	FidelityMismatch(p PartitionRef, offset int64)
 }
 
 // NopMetrics ignores every measurement. Embed it in a partial Metrics.
@@ -128,3 +135,9 @@ func (NopMetrics) CoordinatorWrite(string, int, time.Duration, error) {}
 
 // AdminRequest implements Metrics.
 func (NopMetrics) AdminRequest(admin.RequestObservation) {}
+
+// FidelityVerified implements Metrics.
+func (NopMetrics) FidelityVerified(PartitionRef, int64) {}
+
+// FidelityMismatch implements Metrics.
+func (NopMetrics) FidelityMismatch(PartitionRef, int64) {}

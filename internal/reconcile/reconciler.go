@@ -58,7 +58,8 @@ type Partition struct {
 	pubRetry  atomic.Int32 // RetryAttempt, -1 non-retryable
 	pubPrev   atomic.Int32 // PreviousState
 	srcHW     atomic.Int64
-	health    partitionHealth // source health, lag and metrics hooks (health.go)
+	health    partitionHealth   // source health, lag and metrics hooks (health.go)
+	fid       partitionFidelity // fidelity check and last source end (fidelity.go)
 
 	recoverReq atomic.Bool // RecoverMirrorTopics asked for a restart (retry.go)
 	healthyReq atomic.Bool // a fetch succeeded after retries (retry.go)
@@ -93,6 +94,7 @@ func newPartition(e *Engine, mr *Runtime, topic string, id records.UUID, partiti
 	r.prevState = statemachine.Unknown
 	r.srcHW.Store(-1)
 	r.health.init()
+	r.fid.init()
 	return r
 }
 
@@ -555,14 +557,17 @@ func (r *Partition) do(a statemachine.Action) error {
 		defer r.fetcherStopped() // again once Remove returned: no late progress event
 		return r.removeFromFetchers(nil)
 	case statemachine.FindLMEAndTruncate:
+		defer r.fidelityTruncated()
 		return r.findLMEAndTruncate()
 	case statemachine.Truncate:
 		if a.Offset >= 0 && a.Offset < r.log.LogEndOffset() {
+			defer r.fidelityTruncated()
 			return r.log.Truncate(a.Offset)
 		}
 		return nil
 	case statemachine.TruncateToLSO:
 		if lso := r.log.LastStableOffset(); lso < r.log.LogEndOffset() {
+			defer r.fidelityTruncated()
 			return r.log.Truncate(lso)
 		}
 		return nil
@@ -630,6 +635,7 @@ func (r *Partition) startFetcher() error {
 		return err
 	}
 	spec := fetcher.PartitionSpec{Topic: r.topic, TopicID: r.topicID, Partition: r.partition, Log: r.log}
+	r.health.fetchStart.Store(r.e.clock().UnixNano())
 	err = f.Add(spec)
 	if errors.Is(err, fetcher.ErrDuplicatePartition) {
 		if err = f.Remove(r.topic, r.partition); err == nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror/metasync"
 	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
@@ -13,9 +14,10 @@ import (
 
 // nonRetryable reports whether a failure must not be retried automatically (stored as
 // RetryAttempt -1): retrying cannot help until an operator acts (breaks a mirror loop,
-// disables tiered storage, restores or restarts the topic).
+// disables tiered storage, restores or restarts the topic, repairs a destination log
+// that differs from the source).
 func nonRetryable(cause error) bool {
-	return errors.Is(cause, ErrMirrorLoop) || errors.Is(cause, ErrTieredStorage) || errors.Is(cause, ErrTruncationRefused) ||
+	return errors.Is(cause, ErrMirrorLoop) || errors.Is(cause, ErrTieredStorage) || errors.Is(cause, ErrTruncationRefused) || errors.Is(cause, fetcher.ErrFidelityMismatch) ||
 		errors.Is(cause, metasync.ErrSourceTopicMissing) || errors.Is(cause, metasync.ErrSourceTopicRecreated)
 }
 

@@ -23,6 +23,7 @@ type Runtime struct {
 	name  string
 	batch *stateBatcher // group commit of the reconcilers' coordinator calls
 	gate  *retryGate    // the FAILED-retry backoff shared by the mirror's partitions
+	stop  chan struct{} // closed by close: the mirror's own loops end
 
 	mu           sync.Mutex // guards the fields below
 	closed       bool
@@ -36,7 +37,7 @@ type Runtime struct {
 }
 
 func newRuntime(e *Engine, name string) *Runtime {
-	return &Runtime{e: e, name: name, batch: newStateBatcher(e, name), gate: newRetryGate()}
+	return &Runtime{e: e, name: name, batch: newStateBatcher(e, name), gate: newRetryGate(), stop: make(chan struct{})}
 }
 
 // Name is the mirror's name.
@@ -292,6 +293,7 @@ func (mr *Runtime) close() error {
 		return nil
 	}
 	mr.closed = true
+	close(mr.stop)
 	fs, src, sa, p := slices.Concat(mr.fetch[0], mr.fetch[1]), mr.source, mr.sadmin, mr.peer
 	mr.mu.Unlock()
 	errs := closeFetchers(fs)
@@ -327,7 +329,11 @@ func (e fetchEvents) reconciler(tp fetcher.TopicPartition) *Partition {
 // reconciler moves it to ULE_LOG_TRUNCATION. The other loops truncate and go on.
 func (e fetchEvents) OnDivergence(tp fetcher.TopicPartition, d epoch.Divergence, truncatedTo int64) {
 	e.mr.e.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationDivergence, 0)
-	if r := e.reconciler(tp); r != nil && e.ule {
+	r := e.reconciler(tp)
+	if r != nil {
+		r.fidelityTruncated()
+	}
+	if r != nil && e.ule {
 		r.push(statemachine.DivergenceULE{TruncateOffset: truncatedTo})
 	}
 }
@@ -337,6 +343,10 @@ func (e fetchEvents) OnOutOfRange(tp fetcher.TopicPartition, fetchOffset, source
 	e.mr.e.log.Warn("mirror: fetch offset below the source log start", "mirror", e.mr.name,
 		"partition", tp.String(), "fetchOffset", fetchOffset, "sourceLogStart", sourceLogStart, "gap", gap)
 	e.mr.e.metrics.Truncation(PartitionRef{e.mr.name, tp.Topic, tp.Partition}, TruncationOutOfRange, gap)
+	if r := e.reconciler(tp); r != nil {
+		r.fidelityTruncated()
+		r.fid.verified.Store(-1) // fully truncated: start again at the new log start
+	}
 }
 
 // OnEpochFencing implements fetcher.Events.
@@ -357,6 +367,7 @@ func (e fetchEvents) OnFailed(tp fetcher.TopicPartition, err error) {
 func (e fetchEvents) OnProgress(tp fetcher.TopicPartition, p fetcher.Progress) {
 	if r := e.reconciler(tp); r != nil {
 		r.observeProgress(p)
+		r.fid.noteSourceEnd(p.SourceHighWatermark, r.e.clock())
 		if old := r.srcHW.Swap(p.SourceHighWatermark); p.Bytes > 0 || old != p.SourceHighWatermark {
 			e.mr.e.notifyChange() // wakes waiters on log progress (tests, CLI)
 		}

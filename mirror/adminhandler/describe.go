@@ -126,8 +126,9 @@ func describeMirror(d mirror.MirrorDescription) admin.DescribeClusterMirrorsResp
 	return rm
 }
 
-// describeHealthWire copies the lag and source-health fields of p to their tagged wire
-// fields (-1 or null when unknown; mirror's AdminPeer reads them back).
+// describeHealthWire copies the lag, source-health and fidelity fields of p to their
+// wire fields (-1 or null when unknown; mirror's AdminPeer reads them back; the
+// version 1 fields are not encoded for a version 0 request).
 func describeHealthWire(rp *admin.DescribeClusterMirrorsResponseMirrorTopicPartition, p mirror.PartitionDescription) {
 	rp.TimeLagMs = -1
 	if p.TimeLag >= 0 {
@@ -137,6 +138,8 @@ func describeHealthWire(rp *admin.DescribeClusterMirrorsResponseMirrorTopicParti
 	rp.SourceErrorCode = int16(p.SourceErrorCode)
 	rp.SourceErrorMessage = strPtr(p.SourceErrorMessage)
 	rp.SourceUnreachableSince = unixMilliOr(p.SourceUnreachableSince)
+	rp.SourceOffsetTimestamp = unixMilliOr(p.SourceOffsetTime)
+	rp.VerifiedOffset, rp.VerifiedTimestamp = p.VerifiedOffset, unixMilliOr(p.VerifiedTime)
 }
 
 // unixMilliOr is t in Unix milliseconds, -1 for the zero time.

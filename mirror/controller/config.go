@@ -70,6 +70,14 @@ const (
 	// last reached the source (Controller.RecordSourceClusterID), so that it is known
 	// after a restart before the source answers.
 	KeySourceClusterID = "mirror.source.cluster.id"
+	// KeyFidelityCheckIntervalMs is the period of the continuous fidelity check: every
+	// interval, each MIRRORING or PAUSED partition re-reads a small range of already
+	// mirrored offsets from the source and compares the batch headers with its own;
+	// 0 turns the check off.
+	KeyFidelityCheckIntervalMs = "fidelity.check.interval.ms"
+	// KeyFidelityCheckMaxBytes bounds what one check reads from the source per
+	// partition.
+	KeyFidelityCheckMaxBytes = "fidelity.check.max.bytes"
 )
 
 // neverSyncedTopicProperties are the topic configs never synced from the source, in
@@ -157,6 +165,9 @@ var configTable = []configKey{
 	{key: KeySSLTruststoreType, def: "PEM"}, {key: KeySSLTruststoreCerts}, {key: KeySSLTruststorePassword},
 	{key: KeySSLKeystoreType, def: "PEM"}, {key: KeySSLKeystoreChain}, {key: KeySSLKeystoreKey},
 	{key: KeySSLKeystorePassword}, {key: KeySSLKeyPassword}, {key: KeySASLJAASConfig},
+	{key: KeyFidelityCheckIntervalMs, def: "30000", validate: validateInt(0),
+		doc: "period of the continuous fidelity check (0: off): each MIRRORING or PAUSED partition re-reads one small range of already mirrored offsets from the source (one Fetch per source leader) and compares the v2 batch headers and CRC-32C with its own; the next unverified range first, then, once caught up, a sweep of the verified offsets from the log start. Describe shows `VerifiedOffset`; a mismatch fails the partition (not retried) naming the offset and both CRCs. The check also reads the source end of PAUSED partitions (their lag). Compacted topics are passed over (the source's cleaner rewrites batches after they were mirrored)"},
+	{key: KeyFidelityCheckMaxBytes, def: "65536", validate: validateInt(1), doc: "what one check reads of a partition from the source (at least one batch)"},
 	{key: KeyUncleanLeaderElection, def: "false", validate: validateOneOf("true", "false"),
 		doc: "spec §7.4; also honoured as a config of the destination topic (as in the prototype); `mirror.*` topic configs are never synced from the source"},
 	{key: KeyStopOpenTransactions, def: "abort", validate: validateOneOf("abort", "truncate"), doc: "`abort` or `truncate` (spec §8.1)"},
@@ -227,6 +238,11 @@ type MirrorConfig struct {
 	// SourceClusterID is the recorded id of the source cluster (KeySourceClusterID),
 	// "" before kmirror first reached it.
 	SourceClusterID string
+	// FidelityCheckInterval is the period of the fidelity check, 0 = off
+	// (KeyFidelityCheckIntervalMs); FidelityCheckMaxBytes what one check reads of a
+	// partition (KeyFidelityCheckMaxBytes).
+	FidelityCheckInterval time.Duration
+	FidelityCheckMaxBytes int32
 
 	topicsInclude, topicsExclude []*regexp.Regexp
 	groupsInclude, groupsExclude []*regexp.Regexp
@@ -320,6 +336,8 @@ func ParseMirrorConfig(raw map[string]string) (MirrorConfig, error) {
 		SocketReceiveBufferBytes: int(atoi(get(KeySocketReceiveBufferBytes))),
 		SupportUncleanLeaderElec: get(KeyUncleanLeaderElection) == "true",
 		SourceClusterID:          get(KeySourceClusterID),
+		FidelityCheckInterval:    ms(get(KeyFidelityCheckIntervalMs)),
+		FidelityCheckMaxBytes:    int32(min(atoi(get(KeyFidelityCheckMaxBytes)), 1<<30)),
 	}
 	if v, ok := raw[KeyMetadataRefreshIntervalMs]; ok {
 		c.MetadataRefreshInterval, c.MetadataRefreshSet = ms(v), true

@@ -68,6 +68,8 @@ type Metrics struct {
 	adminLatency *prometheus.HistogramVec
 	condActive   *prometheus.GaugeVec
 	condCycles   *prometheus.CounterVec
+	verified     *prometheus.GaugeVec
+	mismatches   *prometheus.CounterVec
 }
 
 var _ mirror.Metrics = (*Metrics)(nil)
@@ -119,10 +121,12 @@ func New(namespace string, opts ...Opt) *Metrics {
 		adminLatency: histogram("admin_request_latency_seconds", "Mirror RPCs served, by API.", "api"),
 		condActive:   gauge("sync_condition_active", "1 while a repeating condition of a mirror's metadata sync holds (acls-security-disabled), else 0.", "mirror", "condition"),
 		condCycles:   counter("sync_condition_cycles_total", "Sync cycles in which a repeating condition held.", "mirror", "condition"),
+		verified:     gauge("partition_verified_offset", "The fidelity check found every mirrored batch below this offset identical to the source's (batch header and CRC-32C).", part...),
+		mismatches:   counter("fidelity_mismatches_total", "Mirrored batches found different from the source's by the fidelity check (the partition goes FAILED).", "mirror", "topic"),
 	}
 	c.reg.MustRegister(m.state, m.lagOffsets, m.lagSeconds, m.bytes, m.records, m.fetchLatency, m.fetchReqErrs,
 		m.fetchErrs, m.truncations, m.gapOffsets, m.localLost, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
-		m.adminReqs, m.adminLatency, m.condActive, m.condCycles)
+		m.adminReqs, m.adminLatency, m.condActive, m.condCycles, m.verified, m.mismatches)
 	return m
 }
 
@@ -153,6 +157,7 @@ func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
 	m.state.DeletePartialMatch(l)
 	m.lagOffsets.Delete(l)
 	m.lagSeconds.delete(p)
+	m.verified.Delete(l)
 }
 
 // StateTransition implements mirror.Metrics.
@@ -286,4 +291,14 @@ func (m *Metrics) AdminRequest(o admin.RequestObservation) {
 	}
 	m.adminReqs.WithLabelValues(api, o.Code.String()).Inc()
 	m.adminLatency.WithLabelValues(api).Observe(o.Latency.Seconds())
+}
+
+// FidelityVerified implements mirror.Metrics.
+func (m *Metrics) FidelityVerified(p mirror.PartitionRef, upTo int64) {
+	m.verified.With(partLabels(p)).Set(float64(upTo))
+}
+
+// FidelityMismatch implements mirror.Metrics.
+func (m *Metrics) FidelityMismatch(p mirror.PartitionRef, _ int64) {
+	m.mismatches.WithLabelValues(p.Mirror, p.Topic).Inc()
 }

@@ -233,3 +233,18 @@ func TestDashboardUsesExportedSeries(t *testing.T) {
 	}
 	require.Positive(t, used)
 }
+
+func TestFidelitySeries(t *testing.T) {
+	mt := kmprom.New("test")
+	p := mirror.PartitionRef{Mirror: "m", Topic: "t", Partition: 2}
+	mt.FidelityVerified(p, 40)
+	v, ok := value(t, series(t, mt), "test_partition_verified_offset", map[string]string{"partition": "2"})
+	require.True(t, ok)
+	require.Equal(t, 40.0, v)
+	mt.FidelityMismatch(p, 10)
+	v, ok = value(t, series(t, mt), "test_fidelity_mismatches_total", map[string]string{"topic": "t"})
+	require.True(t, ok)
+	require.Equal(t, 1.0, v)
+	mt.PartitionGone(p)
+	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_verified_offset"))
+}
