@@ -624,8 +624,9 @@ func (m *Mirror) describeTopics(ctx context.Context, name string, o DescribeOpti
 }
 
 // pausedLags fills in the source offset, so the lag, of the PAUSED partitions of out,
-// which no fetcher follows: one ListOffsets to the mirror's source. A source that does
-// not answer leaves them unknown (-1), as for any partition.
+// which no fetcher follows: one ListOffsets to the mirror's source, fresher than the
+// last fidelity check's reading. A source that does not answer leaves what the last
+// check read (with its time), or unknown (-1).
 func (m *Mirror) pausedLags(ctx context.Context, name string, out []TopicDescription) {
 	mr, ok := m.mirror(name)
 	if !ok {
@@ -634,11 +635,13 @@ func (m *Mirror) pausedLags(ctx context.Context, name string, out []TopicDescrip
 	var tps []TopicPartition
 	for _, td := range out {
 		for _, pd := range td.Partitions {
-			if pd.State == statemachine.Paused && pd.SourceOffset < 0 && pd.DestinationOffset >= 0 {
+			if pd.State == statemachine.Paused && pd.DestinationOffset >= 0 { // fresher than the last check's
+
 				tps = append(tps, TopicPartition{Topic: td.Topic, Partition: pd.Partition})
 			}
 		}
 	}
+	now := m.opts.clock()
 	hws, err := mr.SourceHighWatermarks(ctx, tps)
 	if err != nil {
 		m.log.Debug("mirror: describe: source offsets of paused partitions unknown", "mirror", name, "err", err)
@@ -647,8 +650,8 @@ func (m *Mirror) pausedLags(ctx context.Context, name string, out []TopicDescrip
 	for i := range out {
 		for j := range out[i].Partitions {
 			pd := &out[i].Partitions[j]
-			if hw, ok := hws[TopicPartition{Topic: out[i].Topic, Partition: pd.Partition}]; ok && pd.State == statemachine.Paused && pd.SourceOffset < 0 {
-				pd.SourceOffset = hw
+			if hw, ok := hws[TopicPartition{Topic: out[i].Topic, Partition: pd.Partition}]; ok && pd.State == statemachine.Paused {
+				pd.SourceOffset, pd.SourceOffsetTime = hw, now
 			}
 		}
 	}
