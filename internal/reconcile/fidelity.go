@@ -97,10 +97,7 @@ func (mr *Runtime) fidelityLoop() {
 			return
 		case <-t.C:
 		}
-		mr.mu.Lock()
-		closed := mr.closed
-		mr.mu.Unlock()
-		if closed {
+		if mr.isClosed() {
 			return
 		}
 		if err != nil || cfg.FidelityCheckInterval <= 0 {

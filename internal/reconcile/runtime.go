@@ -251,10 +251,7 @@ func (mr *Runtime) syncLoop(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		mr.mu.Lock()
-		closed := mr.closed
-		mr.mu.Unlock()
-		if closed {
+		if mr.isClosed() {
 			return
 		}
 		if cfg, err := mr.config(); err != nil || !cfg.MetadataRefreshSet || cfg.MetadataRefreshInterval > 0 {
@@ -411,4 +408,11 @@ func closeFetchers(fs []*fetcher.Fetcher) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// isClosed reports whether close has run: the loops of the mirror end then.
+func (mr *Runtime) isClosed() bool {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	return mr.closed
 }
