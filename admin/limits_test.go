@@ -284,7 +284,7 @@ func TestBudgetChargedAsBytesArrive(t *testing.T) {
 		_, err := rc.c.Write(binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint32(nil, 1<<20), uint16(KeyListClusterMirrors)))
 		require.NoError(t, err)
 	}
-	big := emptyStringsFrame(1, 1<<20-64, 0) // all of the frame half (1 MiB)
+	big := emptyStringsFrame(1, 1<<20-4096, 0) // nearly all of the frame half (1 MiB)
 	rc := dialRaw(t, addr)
 	_, err := rc.c.Write(big)
 	require.NoError(t, err)

@@ -300,20 +300,23 @@ func (s *Server) decodeCharge(frame []byte, remote string) (int64, error) {
 
 // readFrame reads n bytes into buf, growing it as data arrives so that a
 // peer announcing a large frame without sending it cannot make the server
-// allocate the announced size up front: by doubling from 64 KiB up to
-// 1 MiB, then to the whole frame at once (one copy of at most 1 MiB).
+// allocate the announced size up front: once full, by doubling (from 512
+// bytes) up to 1 MiB, then to the whole frame at once (one copy of at most
+// 1 MiB), so a frame holds at most twice what its peer sent.
 // hold is called with each new capacity before it is allocated; its error
 // stops the read.
 func readFrame(r io.Reader, buf []byte, n int, hold func(int) error) ([]byte, error) {
-	const chunk = 64 << 10
+	const minGrow = 512
 	const exactFrom = 1 << 20
 	if err := hold(cap(buf)); err != nil {
 		return buf, err
 	}
 	for len(buf) < n {
-		want := min(n-len(buf), chunk)
-		if cap(buf)-len(buf) < want {
-			grow := min(n, max(2*cap(buf), len(buf)+want))
+		if len(buf) == cap(buf) {
+			// The buffer grows only once it is full, so what a frame holds is at most
+			// twice what its peer has sent (a peer that stalls after the key holds the
+			// few bytes of its header buffer); from 1 MiB on it grows to the frame's size.
+			grow := min(n, max(2*cap(buf), minGrow))
 			if len(buf) >= exactFrom {
 				grow = n
 			}
@@ -325,7 +328,7 @@ func readFrame(r io.Reader, buf []byte, n int, hold func(int) error) ([]byte, er
 			copy(grown, buf)
 			buf = grown
 		}
-		m, err := io.ReadFull(r, buf[len(buf):len(buf)+want])
+		m, err := io.ReadFull(r, buf[len(buf):min(n, cap(buf))])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			return buf, err
