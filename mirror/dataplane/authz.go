@@ -149,6 +149,16 @@ func AuthorizesKey(key int16) bool {
 // call serves req with a's handler, through the key's authorization rule
 // when ACLs are enforced.
 func (dp *DataPlane) call(ctx context.Context, a api, req kmsg.Request) (kmsg.Response, error) {
+	resp, err := dp.authorizeAndServe(ctx, a, req)
+	if err == nil {
+		txnCodesForClient(resp)
+	}
+	return resp, err
+}
+
+// authorizeAndServe serves req with a's handler, through the key's
+// authorization rule when ACLs are enforced.
+func (dp *DataPlane) authorizeAndServe(ctx context.Context, a api, req kmsg.Request) (kmsg.Response, error) {
 	if dp.aclStore == nil {
 		return a.serve(dp, ctx, req)
 	}
