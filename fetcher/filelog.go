@@ -27,9 +27,12 @@ import (
 // policy), and by truncations. It is Kafka's recovery point made exact:
 // everything below it was fsynced, so OpenFileLog accepts no damage there.
 type FileLog struct {
-	dir  string
-	opts FileLogOptions
-	lock *os.File
+	dir       string
+	opts      FileLogOptions
+	files     *FileCache
+	claimed   string   // dir as registered in files (claimDir)
+	lock      *os.File // nil with FileLogOptions.DirLockedByCaller
+	writeback bool     // the policy fsyncs later: start writebacks (maybeWritebackLocked)
 
 	guarded   // mu guards st and the fields below
 	segs      []*segment
@@ -37,7 +40,6 @@ type FileLog struct {
 	closed    bool
 	ckpt      []byte       // last checkpoint written
 	rpData    []byte       // last recovery point written
-	wb        *writebacker // nil unless the policy fsyncs later (see maybeWritebackLocked)
 	failed    error        // set when a truncation stopped half-way (ErrLogFailed)
 	discarded []Discard    // what OpenFileLog removed
 }
@@ -73,8 +75,39 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("fetcher: create log dir: %w", err)
 	}
+	files := opts.Files
+	if files == nil {
+		files = DefaultFileCache()
+	}
+	claimed, ok := files.claimDir(dir)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is open in another log of this process", ErrLocked, dir)
+	}
+	l := &FileLog{dir: dir, opts: opts, files: files, claimed: claimed,
+		writeback: opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes}
+	if !opts.DirLockedByCaller {
+		lock, err := lockLogDir(dir)
+		if err != nil {
+			files.releaseDir(claimed)
+			return nil, err
+		}
+		l.lock = lock
+	}
+	if err := l.recover(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	return l, nil
+}
+
+// lockLogDir takes the exclusive flock of dir's lock file, which other
+// processes' FileLogs respect; the descriptor is held until closeFiles.
+func lockLogDir(dir string) (*os.File, error) {
 	lock, err := os.OpenFile(filepath.Join(dir, LockFileName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		if isFileLimit(err) {
+			return nil, fmt.Errorf("%w: open lock file: %w", ErrTooManyOpenFiles, err)
+		}
 		return nil, fmt.Errorf("fetcher: open lock file: %w", err)
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
@@ -84,15 +117,7 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 		}
 		return nil, fmt.Errorf("fetcher: lock %s: %w", dir, err)
 	}
-	l := &FileLog{dir: dir, opts: opts, lock: lock}
-	if err := l.recover(); err != nil {
-		l.closeFiles()
-		return nil, err
-	}
-	if opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes {
-		l.wb = startWritebacker()
-	}
-	return l, nil
+	return lock, nil
 }
 
 func (l *FileLog) writeCheckpointLocked() error {
@@ -225,16 +250,13 @@ func (l *FileLog) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
-	if l.wb != nil {
-		l.wb.stop()
-	}
 	if l.failed != nil {
 		l.closeFiles()
 		return l.failed
 	}
 	err := l.flushLocked()
 	if err == nil {
-		err = l.active().idx.Sync()
+		err = l.active().idx.syncIfDirty()
 	}
 	l.closeFiles()
 	return err
@@ -249,6 +271,10 @@ func (l *FileLog) closeFiles() {
 		_ = syscall.Flock(int(l.lock.Fd()), syscall.LOCK_UN)
 		l.lock.Close()
 		l.lock = nil
+	}
+	if l.claimed != "" {
+		l.files.releaseDir(l.claimed)
+		l.claimed = ""
 	}
 }
 

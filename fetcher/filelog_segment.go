@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"sort"
@@ -23,7 +22,7 @@ type indexEntry struct {
 
 type segment struct {
 	base       int64
-	log, idx   *os.File
+	log, idx   *cachedFile // opened on demand through the FileLog's FileCache
 	size       int64
 	index      []indexEntry
 	sinceIndex int64
@@ -72,12 +71,12 @@ func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
 	if create {
 		flag |= os.O_CREATE | os.O_EXCL
 	}
-	lf, err := os.OpenFile(l.path(segName(base, ".log")), flag, 0o644)
+	lf, err := l.files.openFile(l.path(segName(base, ".log")), flag)
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: open segment: %w", err)
 	}
 	s := &segment{base: base, log: lf, end: base, syncedEnd: base}
-	xf, err := os.OpenFile(l.path(segName(base, ".index")), os.O_RDWR, 0o644)
+	xf, err := l.files.openFile(l.path(segName(base, ".index")), os.O_RDWR)
 	switch {
 	case err == nil:
 		s.idx = xf
@@ -87,7 +86,7 @@ func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
 		err = nil
 	}
 	if err != nil {
-		lf.Close()
+		_ = lf.close()
 		return nil, err
 	}
 	return s, nil
@@ -98,7 +97,7 @@ func (l *FileLog) openIndex(s *segment) error {
 	if s.idx != nil {
 		return nil
 	}
-	xf, err := os.OpenFile(l.path(segName(s.base, ".index")), os.O_RDWR|os.O_CREATE, 0o644)
+	xf, err := l.files.openFile(l.path(segName(s.base, ".index")), os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return fmt.Errorf("fetcher: open index: %w", err)
 	}
@@ -121,10 +120,8 @@ func (l *FileLog) newSegmentLocked(base int64) (*segment, error) {
 }
 
 func (s *segment) close() {
-	s.log.Close()
-	if s.idx != nil {
-		s.idx.Close()
-	}
+	_ = s.log.close()
+	_ = s.idx.close()
 }
 
 func (l *FileLog) removeSegment(s *segment) error {
@@ -168,7 +165,7 @@ func (s *segment) indexBytes() []byte {
 // syncIndexFile makes the index file equal the in-memory index.
 func (s *segment) syncIndexFile() error {
 	want := s.indexBytes()
-	have, err := io.ReadAll(io.NewSectionReader(s.idx, 0, math.MaxInt64))
+	have, err := s.idx.readAll()
 	if err != nil {
 		return fmt.Errorf("fetcher: read index: %w", err)
 	}
