@@ -38,17 +38,22 @@ type FileLog struct {
 	segs      []*segment
 	unflushed int64
 	closed    bool
-	ckpt      []byte       // last checkpoint written
-	rpData    []byte       // last recovery point written
-	failed    error        // set when a truncation stopped half-way (ErrLogFailed)
-	discarded []Discard    // what OpenFileLog removed
+	ckpt      []byte    // last checkpoint written
+	rpData    []byte    // last recovery point written
+	failed    error     // set when a truncation stopped half-way (ErrLogFailed)
+	discarded []Discard // what OpenFileLog removed
 }
 
 var _ Log = (*FileLog)(nil)
 
 // OpenFileLog opens (creating if needed) the log in dir, takes its exclusive
-// lock (an error Is(ErrLocked) when another FileLog holds it) and recovers
-// it. Every segment is read and every batch CRC verified. Flushed data is
+// lock (an error Is(ErrLocked) when another FileLog holds it; in this
+// process only, with FileLogOptions.DirLockedByCaller) and recovers it.
+// Every segment's batch headers are read; the CRC of every batch is verified
+// except below the recovery point of a segment file whose change time is
+// before the recovery point's modification time (unchanged since it was
+// fsynced and recorded: a restart after a clean Close reads only headers,
+// as Kafka does not recover below its recovery point). Flushed data is
 // never dropped silently: an invalid batch in a rolled segment or below the
 // active segment's flush point, a segment file the recovery point lists but
 // the directory lacks, a rolled segment whose size or end offset differs
@@ -65,8 +70,10 @@ var _ Log = (*FileLog)(nil)
 // state from the batches (the leader-epoch-checkpoint is rewritten when it
 // differs: it is kept for Kafka's tools and may lag what survived a crash),
 // redoes a truncation interrupted by a crash and fsyncs the active segment.
-// Open cost is one read of the whole log; Truncate reads every batch header
-// once.
+// Open cost is one read of every batch header plus the data past the
+// recovery point (the whole log when its files changed since); Truncate
+// reads every batch header once. The open holds no descriptor when it
+// returns except those its FileCache keeps.
 func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err

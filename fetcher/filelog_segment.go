@@ -32,6 +32,7 @@ type segment struct {
 	// syncedEnd the log end when it was synced: the active segment's flush
 	// point in the recovery point.
 	synced, syncedEnd int64
+	crcChecked        int // batches whose CRC the last scan checked
 }
 
 func segName(base int64, ext string) string { return fmt.Sprintf("%020d%s", base, ext) }
@@ -217,19 +218,19 @@ type badSpot struct {
 // scan reads the segment's batches from position 0 to the end of the file
 // (or to stop, when that comes first),
 // rebuilding its index, end offset and size (the valid prefix) and calling fn
-// for each valid batch. Batches must start at or after lower; verify checks
-// every CRC, otherwise only headers are read (and control batches whole,
-// CRC included). A
+// for each valid batch. Batches must start at or after lower; the CRC of
+// every batch at or past position verifyFrom is checked, below it only
+// headers are read (and control batches whole, CRC included). A
 // batch that starts below flushed must end at or below it (the flush point
 // is a batch boundary). It returns the first bad batch, nil when the whole
 // file is valid; the file is never modified.
-func (s *segment) scan(lower, flushed, stop int64, verify bool, interval int64, fn func(batchInfo)) (*badSpot, error) {
+func (s *segment) scan(lower, flushed, stop, verifyFrom int64, interval int64, fn func(batchInfo)) (*badSpot, error) {
 	fi, err := s.log.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: stat segment: %w", err)
 	}
 	total := min(fi.Size(), stop)
-	s.index, s.sinceIndex, s.end = s.index[:0], 0, s.base
+	s.index, s.sinceIndex, s.end, s.crcChecked = s.index[:0], 0, s.base, 0
 	lower = max(lower, s.base)
 	hdr := make([]byte, records.HeaderSize)
 	var buf []byte
@@ -249,7 +250,7 @@ func (s *segment) scan(lower, flushed, stop int64, verify bool, interval int64, 
 		if pos < flushed && pos+int64(info.size) > flushed {
 			return &badSpot{pos, info.base, fmt.Errorf("%w: batch of %d bytes crosses the flush point %d", ErrSegmentMismatch, info.size, flushed)}, nil
 		}
-		if verify || info.control {
+		if pos >= verifyFrom || info.control {
 			if cap(buf) < info.size {
 				buf = make([]byte, info.size)
 			}
@@ -261,6 +262,7 @@ func (s *segment) scan(lower, flushed, stop int64, verify bool, interval int64, 
 			if err != nil {
 				return &badSpot{pos, info.base, err}, nil
 			}
+			s.crcChecked++
 			info = full
 		}
 		info.pos = int(pos)
