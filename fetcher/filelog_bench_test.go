@@ -2,6 +2,8 @@ package fetcher
 
 import (
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,4 +133,60 @@ func readChars(b *testing.B) int64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkFileLogIdlePartition opens 2,000 partitions' FileLogs (a lock per
+// root, as LocalDestination holds it), appends a batch to each and flushes
+// it, then reports what an idle open partition costs: the heap bytes it
+// keeps (heap after a GC, and goroutine stacks) and the descriptors the process holds for it, with a
+// FileCache of 64 files shared by all.
+func BenchmarkFileLogIdlePartition(b *testing.B) {
+	const n = 2000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		root := b.TempDir()
+		files := NewFileCache(64)
+		batch := buildBatch(b, records.BatchSpec{BaseOffset: 0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, 3, 100)
+		fds0 := openDescriptors()
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		b.StartTimer()
+		logs := make([]*FileLog, n)
+		for p := range logs {
+			l, err := OpenFileLog(filepath.Join(root, strconv.Itoa(p)), FileLogOptions{Files: files, DirLockedByCaller: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Append(batch); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			logs[p] = l
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		fds := openDescriptors() - fds0
+		used := func(m *runtime.MemStats) int64 { return int64(m.HeapAlloc + m.StackInuse) }
+		b.ReportMetric(float64(used(&m1)-used(&m0))/n, "heap+stack-B/partition")
+		b.ReportMetric(float64(fds)/n, "fds/partition")
+		b.ReportMetric(float64(fds), "fds")
+		for _, l := range logs {
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// openDescriptors counts the process's open descriptors, 0 without /proc.
+func openDescriptors() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
 }
