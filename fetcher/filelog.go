@@ -102,7 +102,7 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 	}
 	if err := l.recover(); err != nil {
 		l.closeFiles()
-		return nil, err
+		return nil, fileLimitError(err)
 	}
 	return l, nil
 }

@@ -311,6 +311,15 @@ func isFileLimit(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
+// fileLimitError makes an EMFILE or ENFILE not yet typed match
+// ErrTooManyOpenFiles; other errors are returned as they are.
+func fileLimitError(err error) error {
+	if isFileLimit(err) && !errors.Is(err, ErrTooManyOpenFiles) {
+		return fmt.Errorf("%w: %w", ErrTooManyOpenFiles, err)
+	}
+	return err
+}
+
 // with runs fn on h's file, opened (O_RDWR) for the time of the call.
 func (h *cachedFile) with(fn func(f *os.File) error) error {
 	f, err := h.pin(os.O_RDWR)
