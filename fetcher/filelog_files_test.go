@@ -254,6 +254,9 @@ func TestFileCacheTooManyOpenFiles(t *testing.T) {
 	require.ErrorIs(t, err, syscall.EMFILE)
 	err = l.Append(buildBatch(t, records.BatchSpec{BaseOffset: 1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, 1, 10))
 	require.ErrorIs(t, err, ErrTooManyOpenFiles)
+	other := filepath.Join(t.TempDir(), "other")
+	_, err = OpenFileLog(other, FileLogOptions{Files: files, DirLockedByCaller: true})
+	require.ErrorIs(t, err, ErrTooManyOpenFiles, "an open that cannot read its files")
 	for _, f := range held {
 		f.Close()
 	}
