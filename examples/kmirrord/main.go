@@ -246,7 +246,10 @@ type daemon struct {
 	dest *mirror.LocalDestination
 	m    *mirror.Mirror
 	dp   *dataplane.DataPlane
-	srv  *admin.Server
+	// groups is the mirror's view of the data plane's group membership,
+	// bound to dp once the listener is built.
+	groups *groupGuard
+	srv    *admin.Server
 	ln   net.Listener
 	// metricsSrv serves /metrics (nil without -metrics); metricsAddr is its bound address.
 	metricsSrv  *http.Server
@@ -288,7 +291,8 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if d.creds, err = openCredentials(o.data, o.security.addScram, log); err != nil {
 		return nil, err
 	}
-	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry)}
+	d.groups = &groupGuard{}
+	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry), mirror.WithGroupGuard(d.groups)}
 	var metrics *kmprom.Metrics
 	if o.metrics != "" {
 		metrics = kmprom.New("")
@@ -329,6 +333,7 @@ func (d *daemon) listen(o *options) error {
 		return fmt.Errorf("kmirrord: data plane: %w", err)
 	}
 	d.dp = dp
+	d.groups.dp.Store(dp)
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	extra = append(extra, credentialAPIs(d.creds, dp)...)
 	extra = append(extra, describeClientQuotasAPI(dp))

@@ -132,6 +132,7 @@ type DataPlane struct {
 	aclStore  mirror.ACLStore // nil unless Config.EnforceACLs
 	aclCache  aclCache
 	coord     *coordinator
+	groupReg  *groupRegistry // which protocol owns each group id
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
 	closing   chan struct{}
@@ -190,7 +191,7 @@ func New(cfg Config) (*DataPlane, error) {
 		w = DestinationWriter(cfg.Destination)
 	}
 	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
-		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
+		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	go dp.checkLoop()
 	return dp, nil
