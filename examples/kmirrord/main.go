@@ -250,7 +250,7 @@ type daemon struct {
 	// bound to dp once the listener is built.
 	groups *groupGuard
 	srv    *admin.Server
-	ln   net.Listener
+	ln     net.Listener
 	// metricsSrv serves /metrics (nil without -metrics); metricsAddr is its bound address.
 	metricsSrv  *http.Server
 	metricsAddr net.Addr

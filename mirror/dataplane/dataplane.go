@@ -132,7 +132,7 @@ type DataPlane struct {
 	aclStore  mirror.ACLStore // nil unless Config.EnforceACLs
 	aclCache  aclCache
 	coord     *coordinator
-	groupReg  *groupRegistry // which protocol owns each group id
+	groupReg  *groupRegistry          // which protocol owns each group id
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
 	closing   chan struct{}
