@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -283,4 +284,100 @@ func TestClassicGroupKgo(t *testing.T) {
 			n.close(t)
 		})
 	}
+}
+
+// saramaHandler collects the messages of a sarama consumer group member and
+// the partitions of each of its sessions.
+type saramaHandler struct {
+	mu     sync.Mutex
+	got    map[string]bool
+	claims map[int32]bool
+}
+
+func (h *saramaHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.claims = map[int32]bool{}
+	for _, p := range s.Claims()["t"] {
+		h.claims[p] = true
+	}
+	return nil
+}
+
+func (h *saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for m := range c.Messages() {
+		h.mu.Lock()
+		h.got[string(m.Value)] = true
+		h.mu.Unlock()
+		s.MarkMessage(m, "")
+	}
+	return nil
+}
+
+func (h *saramaHandler) state() (int, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.got), len(h.claims)
+}
+
+// runSarama runs a sarama consumer group member until the returned stop.
+func runSarama(t *testing.T, s *site, group string) (*saramaHandler, func()) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	cfg.Consumer.Group.Session.Timeout = time.Second
+	cfg.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
+	cfg.Metadata.RefreshFrequency = 100 * time.Millisecond
+	cg, err := sarama.NewConsumerGroup([]string{s.addr}, group, cfg)
+	require.NoError(t, err)
+	h := &saramaHandler{got: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err := cg.Consume(ctx, []string{"t"}, h); err != nil && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			require.NoError(t, cg.Close())
+		})
+	}
+	t.Cleanup(stop)
+	return h, stop
+}
+
+// TestClassicGroupSarama: two sarama consumer group members share a topic's
+// partitions, consume every record, and commit as members; after both
+// close, the group is Empty at the end of the log.
+func TestClassicGroupSarama(t *testing.T) {
+	s := startSite(t, groupSiteConfig())
+	s.topic(t, "t", 2)
+	produceN(t, s, "t", "r1", 2, 10)
+	a, stopA := runSarama(t, s, "sg")
+	b, stopB := runSarama(t, s, "sg")
+	require.Eventually(t, func() bool {
+		na, ca := a.state()
+		nb, cb := b.state()
+		return na+nb == 20 && ca == 1 && cb == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	d := describe(t, s, "sg")
+	require.Equal(t, stateStable, d.State)
+	require.Len(t, d.Members, 2)
+	require.Equal(t, "range", d.Protocol)
+	stopA()
+	stopB()
+	require.Eventually(t, func() bool { return !s.dp.GroupActive("sg") }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, map[mirror.TopicPartition]int64{{Topic: "t", Partition: 0}: 10, {Topic: "t", Partition: 1}: 10}, s.dst.CommittedOffsets("sg"))
 }
