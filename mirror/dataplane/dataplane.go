@@ -133,6 +133,13 @@ type Config struct {
 	// creating one more is answered COORDINATOR_NOT_AVAILABLE. 0 means
 	// DefaultMaxGroups.
 	MaxGroups int
+	// GroupRejoinGrace is how long after New every group counts as active
+	// for the metadata sync (GroupActive, CommitIfInactive): group
+	// membership is not persisted, so after a site restart the members of
+	// a group rejoin at their next heartbeat, and until then the sync must
+	// not take their group for an empty one. 0 means
+	// DefaultGroupRejoinGrace; negative none.
+	GroupRejoinGrace time.Duration
 	// MaxHeldGroupRequests bounds the JoinGroup and SyncGroup requests held
 	// open at once while their group rebalances (each holds one of the admin
 	// server's MaxInFlightRequests slots); beyond it a JoinGroup is answered
@@ -161,6 +168,7 @@ type DataPlane struct {
 	coord     *coordinator
 	groupReg  *groupRegistry          // which protocol owns each group id
 	classic   *classicGroups          // the classic group protocol
+	started   time.Time               // New's time (Config.GroupRejoinGrace)
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
 	closing   chan struct{}
@@ -217,6 +225,7 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
 		return nil, fmt.Errorf("%w: MinSessionTimeout %v over MaxSessionTimeout %v", ErrConfig, cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
 	}
+	cfg.GroupRejoinGrace = max(orDefault(cfg.GroupRejoinGrace, DefaultGroupRejoinGrace), 0)
 	cfg.InitialRebalanceDelay = orDefault(cfg.InitialRebalanceDelay, DefaultInitialRebalanceDelay)
 	cfg.InitialRebalanceDelay = max(cfg.InitialRebalanceDelay, 0)
 	cfg.MaxGroupSize = orDefaultInt(cfg.MaxGroupSize, DefaultMaxGroupSize)
@@ -230,7 +239,7 @@ func New(cfg Config) (*DataPlane, error) {
 		w = DestinationWriter(cfg.Destination)
 	}
 	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
-		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(),
+		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(), started: time.Now(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	dp.classic = newClassicGroups(classicConfig{initialDelay: cfg.InitialRebalanceDelay, minSession: cfg.MinSessionTimeout,
 		maxSession: cfg.MaxSessionTimeout, maxGroupSize: cfg.MaxGroupSize, maxGroups: cfg.MaxGroups, maxHeld: cfg.MaxHeldGroupRequests},

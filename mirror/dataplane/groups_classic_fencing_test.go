@@ -117,7 +117,7 @@ func txnWant(want int16) int16 {
 // UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, the memberless commit refused on an
 // active group and accepted once it is Empty.
 func TestClassicGroupFencing(t *testing.T) {
-	s := startSite(t, Config{InitialRebalanceDelay: -1, MaxGroupSize: 3})
+	s := startSite(t, Config{InitialRebalanceDelay: -1, MaxGroupSize: 3, GroupRejoinGrace: -1})
 	s.topic(t, "t", 1)
 	g := groupCaller{t, s.dp}
 
