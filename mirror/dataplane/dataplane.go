@@ -51,6 +51,14 @@ type GroupLister interface {
 	Groups() []string
 }
 
+// GroupDeleter is optionally implemented by a Destination that can delete a
+// group's committed offsets (mirror.LocalDestination does); DeleteGroups is
+// served only with it. DeleteGroupOffsets reports whether the group had
+// offsets.
+type GroupDeleter interface {
+	DeleteGroupOffsets(group string) (bool, error)
+}
+
 // Config configures a DataPlane.
 type Config struct {
 	// Destination is the site served. Required.
@@ -305,6 +313,7 @@ var apis = []api{
 	{kmsg.SyncGroup, 0, 5, (*DataPlane).syncGroup},
 	{kmsg.Heartbeat, 0, 4, (*DataPlane).heartbeat},
 	{kmsg.LeaveGroup, 0, 5, (*DataPlane).leaveGroup},
+	{kmsg.DeleteGroups, 0, 2, (*DataPlane).deleteGroups},
 	{kmsg.CreateTopics, 2, 7, (*DataPlane).createTopics},
 	{kmsg.InitProducerID, 0, 4, (*DataPlane).initProducerID},
 	{kmsg.AddPartitionsToTxn, 0, 5, (*DataPlane).addPartitionsToTxn},
@@ -325,13 +334,16 @@ var apis = []api{
 // served reports whether the data plane serves a: CreatePartitions,
 // DeleteTopics and DeleteRecords need a Destination implementing
 // mirror.ClientAdmin; DescribeAcls, CreateAcls and DeleteAcls one implementing
-// LocalACLStore.
+// LocalACLStore; DeleteGroups one implementing GroupDeleter.
 func (dp *DataPlane) served(a api) bool {
 	switch {
 	case clientAdminKeys[a.key]:
 		return dp.clientAdmin() != nil
 	case aclKeys[a.key]:
 		return dp.localACLs() != nil
+	case a.key == kmsg.DeleteGroups:
+		_, ok := dp.dst.(GroupDeleter)
+		return ok && dp.groups() != nil
 	}
 	return true
 }

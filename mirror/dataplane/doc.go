@@ -233,6 +233,10 @@
 // consumers' default session timeout) after New every group counts as
 // active for it.
 //
+// DeleteGroups (over a Destination implementing GroupDeleter) deletes an
+// empty group's offsets, refuses a group with members (NON_EMPTY_GROUP) and
+// answers GROUP_ID_NOT_FOUND for a group with neither.
+//
 // Groups and mirroring: the metadata sync (metasync.GroupGuard, which the
 // DataPlane implements with GroupActive and CommitIfInactive) never writes
 // the offsets of a group that has members here, and writes those of an

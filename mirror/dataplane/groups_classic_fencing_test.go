@@ -326,3 +326,34 @@ func TestListGroupsClassicStates(t *testing.T) {
 	require.Equal(t, int16(0), g.syncGroup("live", j.MemberID, str("i"), j.Generation, nil).ErrorCode)
 	require.Equal(t, map[string]string{"live": stateStable}, list("STABLE"))
 }
+
+// TestDeleteGroups: a group with members is NON_EMPTY_GROUP and keeps its
+// offsets; an empty one loses them; an unknown one is GROUP_ID_NOT_FOUND;
+// DELETE on the group is needed.
+func TestDeleteGroups(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: -1, GroupRejoinGrace: -1})
+	s.topic(t, "t", 1)
+	tp := mirror.TopicPartition{Topic: "t", Partition: 0}
+	for _, grp := range []string{"idle", "live"} {
+		require.NoError(t, s.dst.CommitOffsets(grp, map[mirror.TopicPartition]int64{tp: 4}))
+	}
+	g := groupCaller{t, s.dp}
+	require.Equal(t, int16(0), g.join(joinRequest("live", "", str("i"))).ErrorCode)
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version, req.Groups = 2, []string{"live", "idle", "nope", ""}
+	codes := map[string]int16{}
+	for _, rg := range g.serve(req).(*kmsg.DeleteGroupsResponse).Groups {
+		codes[rg.Group] = rg.ErrorCode
+	}
+	require.Equal(t, map[string]int16{"live": codeNonEmptyGroup, "idle": 0, "nope": codeGroupIDNotFound, "": codeInvalidGroupID}, codes)
+	require.Nil(t, s.dst.CommittedOffsets("idle"))
+	require.Equal(t, map[mirror.TopicPartition]int64{tp: 4}, s.dst.CommittedOffsets("live"))
+
+	z := startSite(t, Config{EnforceACLs: true})
+	require.NoError(t, z.dst.CommitOffsets("x", map[mirror.TopicPartition]int64{tp: 1}))
+	req.Groups = []string{"x"}
+	resp, err := z.dp.Serve(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, codeGroupAuthorizationFailed, resp.(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode)
+	require.NotNil(t, z.dst.CommittedOffsets("x"))
+}
