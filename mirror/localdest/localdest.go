@@ -410,6 +410,21 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPar
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
+// DeleteGroupOffsets removes every committed offset of group (durably for a
+// file destination) and reports whether it had any.
+func (d *LocalDestination) DeleteGroupOffsets(group string) (bool, error) {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	if _, ok := d.groups[group]; !ok {
+		return false, nil
+	}
+	delete(d.groups, group)
+	if d.root == "" {
+		return true, nil
+	}
+	return true, writeJSON(d.root, groupsFile, d.groups)
+}
+
 // closeWorkers is how many logs Close closes at once: a log's Close may fsync its
 // active segment and write its recovery point (two more fsyncs), and the disk
 // overlaps those of many files, where one after another they add up at thousands of
