@@ -235,7 +235,7 @@ func BenchmarkGroupRebalance(b *testing.B) {
 	kcl := kafkatest.NewClient(b, brokers)
 	topic := kafkatest.TopicName(b)
 	kafkatest.CreateTopic(b, kcl, topic, rebalancePartitions, 1, nil)
-	site := newSite(b, "G", "-group-initial-rebalance-delay", "0s")
+	site := newSite(b, "G", "-group.initial.rebalance.delay.ms", "0")
 	createTopic(b, site.addr, topic, rebalancePartitions)
 	for _, target := range []struct{ name, addr string }{{"kafka", brokers[0]}, {"kmirrord", site.addr}} {
 		for _, bal := range []string{"range", "cooperative-sticky"} {
@@ -277,7 +277,7 @@ func BenchmarkGroupConsume(b *testing.B) {
 	topic := kafkatest.TopicName(b)
 	kafkatest.CreateTopic(b, kcl, topic, benchPartitions, 1, nil)
 	fillBench(b, brokers[0], topic)
-	site := newSite(b, "C", "-group-initial-rebalance-delay", "0s")
+	site := newSite(b, "C", "-group.initial.rebalance.delay.ms", "0")
 	site.createMirrorTo("kafka-to-c", brokers[0], b.TempDir()+"/kafka.properties")
 	site.ctl("--start", "--mirror", "kafka-to-c", "--topics", topic)
 	site.waitPartitionsFor(120*time.Second, "kafka-to-c", topic, benchPartitions, "caught up", func(p partitionDesc) bool {
