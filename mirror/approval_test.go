@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,12 +29,18 @@ type scriptedPeer struct {
 	holdAfter int
 	hold      bool
 	reached   chan struct{}
+	fail      error // answered by every call after the first holdAfter, instead of holding
 }
 
 func (p *scriptedPeer) enter(ctx context.Context) (int32, error) {
 	p.mu.Lock()
 	p.calls++
 	held := p.hold && p.calls > p.holdAfter
+	if held && p.fail != nil {
+		err := p.fail
+		p.mu.Unlock()
+		return 0, err
+	}
 	if held && p.reached != nil {
 		close(p.reached)
 		p.reached = nil
@@ -116,16 +123,18 @@ type approvalSite struct {
 	removals []Removal
 }
 
-func openApprovalSite(t *testing.T, root string, peer *scriptedPeer) *approvalSite {
+func openApprovalSite(t *testing.T, root string, peer *scriptedPeer, opts ...Option) *approvalSite {
 	t.Helper()
 	s := &approvalSite{peer: peer}
 	d, err := OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
 	require.NoError(t, err)
 	s.w = &truncWatch{LocalDestination: d, logs: map[TopicPartition]fetcher.Log{}}
-	s.m, err = New(Config{Destination: s.w, SyncInterval: -1, FetchIdleWait: time.Millisecond},
+	opts = append([]Option{
 		WithPeerFactory(func(string, MirrorConfig) (Peer, error) { return peer, nil }),
 		WithEvents(s.evs.add), WithMetrics(&s.metrics),
-		WithRemovals(func(r Removal) { s.mu.Lock(); s.removals = append(s.removals, r); s.mu.Unlock() }))
+		WithRemovals(func(r Removal) { s.mu.Lock(); s.removals = append(s.removals, r); s.mu.Unlock() }),
+	}, opts...)
+	s.m, err = New(Config{Destination: s.w, SyncInterval: -1, FetchIdleWait: time.Millisecond}, opts...)
 	require.NoError(t, err)
 	return s
 }
@@ -145,10 +154,10 @@ func (s *approvalSite) gotRemovals() []Removal {
 // stoppedWithLocalWrites mirrors n records of kfake topic t (one partition) to a site
 // on root, stops the mirror "k" and writes local records on the site: the state of a
 // site after a failover. It returns the source, the site and the log end.
-func stoppedWithLocalWrites(t *testing.T, ctx context.Context, root string, peer *scriptedPeer, local int) (*kfake.Cluster, *approvalSite, int64) {
+func stoppedWithLocalWrites(t *testing.T, ctx context.Context, root string, peer *scriptedPeer, local int, opts ...Option) (*kfake.Cluster, *approvalSite, int64) {
 	t.Helper()
 	src, _ := startSource(t, ctx, 10)
-	s := openApprovalSite(t, root, peer)
+	s := openApprovalSite(t, root, peer, opts...)
 	require.NoError(t, s.m.CreateClusterMirror(ctx, "k", map[string]string{
 		KeyBootstrapServers: strings.Join(src.ListenAddrs(), ","), KeyFetchWaitMaxMs: "20"}))
 	mustOK(t)(s.m.StartMirrorTopics(ctx, "k", []string{"t"}, StartOptions{}))
@@ -241,7 +250,6 @@ func TestRestartInPreparingRefusesUnapprovedRemoval(t *testing.T) {
 
 	// Approved: exactly the plan goes, and the approval is used up.
 	mustOK(t)(s.m.RecoverMirrorTopics(ctx, "k", []string{"t"}, RecoverOptions{AllowTruncation: true}))
-	require.NoError(t, s.m.WaitForStates(ctx, "k", []string{"t"}, statemachine.Mirroring))
 	waitCond(t, ctx, s.m, "mirrored again", func() bool { return describeOn(t, s.m, "k", "t", 0).DestinationOffset == 10 })
 	require.Equal(t, []Removal{{Ref: PartitionRef{Mirror: "k", Topic: "t", Partition: 0}, Removed: plan.Removed, LocalWrites: plan.LocalWrites}}, s.gotRemovals())
 	require.Equal(t, []string{"t-0 truncate fully at 0 (end " + strconv.FormatInt(end, 10) + ")"}, s.w.truncations())
@@ -357,4 +365,35 @@ func TestAutoDiscoveryRefusesLocalRecords(t *testing.T) {
 		return d.State == statemachine.Mirroring && d.DestinationOffset == 10
 	})
 	require.Equal(t, []Removal{{Ref: PartitionRef{Mirror: "k", Topic: "t", Partition: 0}, Removed: want, LocalWrites: want}}, s.gotRemovals())
+}
+
+// TestRecoverHonoursUnusedApproval: an allowed start whose PREPARING failed before it
+// truncated (the LME lookup failed; no automatic retry) keeps its approval, so a
+// recover without AllowTruncation restarts it, and it removes exactly that plan.
+func TestRecoverHonoursUnusedApproval(t *testing.T) {
+	ctx := testCtx(t)
+	peer := &scriptedPeer{lme: -1}
+	_, s, end := stoppedWithLocalWrites(t, ctx, t.TempDir(), peer, 3, WithFailedRetry(RetryConfig{MaxAttempts: 0}))
+	t.Cleanup(func() { s.close(t) })
+	peer.holdNext(1)
+	peer.mu.Lock()
+	peer.fail = errors.New("lookup refused")
+	peer.mu.Unlock()
+	res, err := s.m.StartMirrorTopics(ctx, "k", []string{"t"}, StartOptions{AllowTruncation: true})
+	mustOK(t)(res, err)
+	plan := res[0].Plan[0]
+	waitCond(t, ctx, s.m, "FAILED", func() bool { return describeOn(t, s.m, "k", "t", 0).State == statemachine.Failed })
+	require.Empty(t, s.w.truncations())
+	ts, _ := s.m.Controller().Topic("t")
+	require.Equal(t, []controller.Approval{{Partition: 0, From: 0, To: end}}, ts.Approvals, "not used yet")
+
+	peer.mu.Lock()
+	peer.hold, peer.fail = false, nil
+	peer.mu.Unlock()
+	rr, err := s.m.RecoverMirrorTopics(ctx, "k", []string{"t"}, RecoverOptions{})
+	mustOK(t)(rr, err)
+	waitCond(t, ctx, s.m, "MIRRORING", func() bool { return describeOn(t, s.m, "k", "t", 0).State == statemachine.Mirroring })
+	require.Equal(t, []Removal{{Ref: PartitionRef{Mirror: "k", Topic: "t", Partition: 0}, Removed: plan.Removed, LocalWrites: plan.LocalWrites}}, s.gotRemovals())
+	ts, _ = s.m.Controller().Topic("t")
+	require.Empty(t, ts.Approvals)
 }

@@ -63,17 +63,24 @@ func (m *Mirror) recoverTopic(ctx context.Context, name, topic string, o Recover
 
 // planRecoverGuarded is planRecover, with the rows of the partitions whose restart
 // removes records written on this site (reconcile.GuardsLocalWrites of the state
-// they failed in, and PartitionPlan.RemovesRecords): what needs an approval.
+// they failed in, and PartitionPlan.RemovesRecords) that no recorded approval covers
+// (a start's that a failure before its truncation left unused still does): what
+// needs an approval.
 func (m *Mirror) planRecoverGuarded(ctx context.Context, name, topic string) ([]PartitionPlan, []PartitionPlan, error) {
 	plan, prev, err := m.planRecoverStates(ctx, name, topic)
 	if err != nil {
 		return nil, nil, err
 	}
+	ts, _ := m.ctrl.Topic(topic)
 	var guarded []PartitionPlan
 	for _, p := range plan {
-		if p.StateNow == statemachine.Failed && reconcile.GuardsLocalWrites(prev[p.Partition]) && p.RemovesRecords() {
-			guarded = append(guarded, p)
+		if p.StateNow != statemachine.Failed || !reconcile.GuardsLocalWrites(prev[p.Partition]) || !p.RemovesRecords() {
+			continue
 		}
+		if ap, ok := ts.Approval(p.Partition); ok && ap.Covers(p.Removed) {
+			continue
+		}
+		guarded = append(guarded, p)
 	}
 	return plan, guarded, nil
 }

@@ -116,16 +116,15 @@ func TestRestartInPreparingRefusesUnapprovedRemoval(t *testing.T) {
 	a.ctl("--stop", "--mirror", "b-to-a", "--topics", topic, "--wait")
 
 	// B starts a-to-b again: the plan (A's LME) removes nothing.
-	px.delay.Store(int64(1500 * time.Millisecond))
+	px.delay.Store(int64(2 * time.Second))
 	mark := b.mark()
 	out := b.ctl("--start", "--mirror", "a-to-b", "--topics", topic, "--output", "json", "--timeout", "60000")
 	_, plan := onePlan(t, out)
 	for p := int32(0); p < partitions; p++ {
 		require.Zero(t, plan[p].Removed.Records, "partition %d: the plan keeps B's log", p)
 	}
-	for _, p := range b.describe("a-to-b", topic) {
-		require.Equal(t, "PREPARING", p.State, "partition %d: held in its LME lookup", p.Partition)
-	}
+	// Each question to A waits 2 s at the proxy: PREPARING is held in its LME lookup.
+	b.waitState("a-to-b", topic, int(partitions), "PREPARING")
 	before := map[int32][]byte{}
 	for p := int32(0); p < partitions; p++ {
 		before[p] = rawLog(t, b.addr, topic, p)
