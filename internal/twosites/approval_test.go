@@ -151,7 +151,9 @@ func TestRestartInPreparingRefusesUnapprovedRemoval(t *testing.T) {
 		require.Len(t, refused, 1, "partition %d", p)
 		require.Equal(t, int64(40), refused[0].num("localRecords"), "partition %d", p)
 	}
-	require.Empty(t, b.logs(mark, func(l logLine) bool { return l.str("msg") == "mirror: PREPARING removed records from the destination log" }))
+	require.Empty(t, b.logs(mark, func(l logLine) bool {
+		return l.str("msg") == "mirror: PREPARING removed records from the destination log"
+	}))
 
 	// A recover without the approval: refused with the plan, nothing changed.
 	rec := []string{"--recover", "--mirror", "a-to-b", "--topics", topic}
@@ -242,7 +244,9 @@ func TestAutoDiscoveryRefusesLocalRecords(t *testing.T) {
 	b.ctl(append(rec, "--allow-truncation")...)
 	caughtUp(t, b, "a-to-b", a)
 	sameBytes(t, a, b)
-	got := b.logs(mark, func(l logLine) bool { return l.str("msg") == "mirror: PREPARING removed records from the destination log" })
+	got := b.logs(mark, func(l logLine) bool {
+		return l.str("msg") == "mirror: PREPARING removed records from the destination log"
+	})
 	require.Len(t, got, 1)
 	require.Equal(t, [5]int64{0, 0, 30, 30, 30},
 		[5]int64{got[0].num("partition"), got[0].num("removedFrom"), got[0].num("removedTo"), got[0].num("removedRecords"), got[0].num("lost")})
