@@ -69,6 +69,7 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 		Metrics:         m.opts.ops.metrics,
 		Events:          events,
 		Removals:        m.opts.removals,
+		ClearApproval:   m.ctrl.ClearApproval,
 		Logger:          m.log,
 		Clock:           m.opts.clock,
 		Config: reconcile.Config{FetchersPerMirror: m.cfg.FetchersPerMirror, SyncInterval: m.cfg.SyncInterval,

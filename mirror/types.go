@@ -173,6 +173,9 @@ type StateChange struct {
 	From, To  statemachine.State
 	// Reason is the failure reason when To is FAILED.
 	Reason string
+	// Cause is the typed failure when To is FAILED and one is known (errors.As it, e.g.
+	// a *TruncationRefusedError with the plan PREPARING refused); nil otherwise.
+	Cause error
 }
 
 // Option configures a Mirror (an option of New). Its values come from the With...
@@ -317,6 +320,14 @@ type RecoverOptions struct {
 	// ValidateOnly computes the plan (TopicResult.Plan: the FAILED partitions that
 	// restart, and what their PREPARING truncates) and changes nothing.
 	ValidateOnly bool
+	// AllowTruncation lets the restarted partitions remove records written on this
+	// site that their plan removes (a partition that failed before its PREPARING
+	// truncated: a refused auto-discovered start, a restart in PREPARING without an
+	// approval): the plan's ranges are recorded with the topic as approvals
+	// (controller.Approval), and PREPARING removes no more. Without it such a topic
+	// is refused with a *TruncationRefusedError carrying the plan, and nothing
+	// changes.
+	AllowTruncation bool
 }
 
 // ListFilter selects mirrors in ListClusterMirrors (spec §11.3). Empty lists do not

@@ -192,8 +192,8 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st metasync.
 
 // commitStartTopics makes the started topics read-only, checks that nothing was
 // written since their plans (else plans them again and refuses a removal now
-// disallowed), approves the planned removals, and records the start in the
-// controller. A topic refused here is made writable again as it was.
+// disallowed), and records the start in the controller with, when o.AllowTruncation,
+// the planned removals of this site's records as its approvals (controller.Approval). A topic refused here is made writable again as it was.
 func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta,
 	plans map[string][]PartitionPlan, o StartOptions) ([]TopicResult, error) {
 	var refused []TopicResult
@@ -211,7 +211,11 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 			refused = append(refused, TopicResult{Topic: t.Name, Err: err, Plan: plans[t.Name], Truncations: fullTruncations(plans[t.Name])})
 			continue
 		}
-		mr.Approve(t.Name, plans[t.Name], o.AllowTruncation)
+		if o.AllowTruncation {
+			// Durable with the topic's MIRRORING record: a restart in PREPARING honours
+			// it; PREPARING refuses any removal of this site's records it does not cover.
+			t.Approvals = controller.ApprovalsOf(plans[t.Name])
+		}
 		mr.LogPlan(t.Name, plans[t.Name])
 		ok = append(ok, t)
 	}
