@@ -228,9 +228,7 @@ func TestClassicGroupFencing(t *testing.T) {
 	// LeaveGroup v3 batch: per member answers.
 	lv := kmsg.NewPtrLeaveGroupRequest()
 	lv.Version, lv.Group = 5, "g"
-	for _, m := range []kmsg.LeaveGroupRequestMember{{MemberID: "old", InstanceID: str("i1")}, {MemberID: "nope"}, {MemberID: m1}, {MemberID: pend.MemberID}} {
-		lv.Members = append(lv.Members, m)
-	}
+	lv.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "old", InstanceID: str("i1")}, {MemberID: "nope"}, {MemberID: m1}, {MemberID: pend.MemberID}}
 	lr := g.serve(lv).(*kmsg.LeaveGroupResponse)
 	require.Equal(t, []int16{codeFencedInstanceID, codeUnknownMemberID, 0, 0},
 		[]int16{lr.Members[0].ErrorCode, lr.Members[1].ErrorCode, lr.Members[2].ErrorCode, lr.Members[3].ErrorCode})
