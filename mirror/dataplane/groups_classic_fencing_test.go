@@ -355,3 +355,37 @@ func TestDeleteGroups(t *testing.T) {
 	require.Equal(t, codeGroupAuthorizationFailed, resp.(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode)
 	require.NotNil(t, z.dst.CommittedOffsets("x"))
 }
+
+// TestClassicGroupInitialDelay: members joining an empty group within the
+// initial rebalance delay form its first generation together.
+func TestClassicGroupInitialDelay(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: 300 * time.Millisecond, GroupRejoinGrace: -1})
+	g := groupCaller{t, s.dp}
+	a := g.joinAsync(joinRequest("g", "", str("a")))
+	time.Sleep(50 * time.Millisecond)
+	b := g.joinAsync(joinRequest("g", "", str("b")))
+	ja, jb := <-a, <-b
+	require.Equal(t, int32(1), ja.Generation)
+	require.Equal(t, int32(1), jb.Generation)
+	leader := ja
+	if jb.MemberID == jb.LeaderID {
+		leader = jb
+	}
+	require.Len(t, leader.Members, 2, "one generation with both members")
+}
+
+// TestClassicGroupLimits: MaxGroups groups with members at most
+// (COORDINATOR_NOT_AVAILABLE beyond); a member id handed out with
+// MEMBER_ID_REQUIRED and never used expires after the session timeout and
+// frees its place (MaxGroupSize) and the group.
+func TestClassicGroupLimits(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: -1, GroupRejoinGrace: -1, MaxGroups: 1, MaxGroupSize: 1, MinSessionTimeout: 10 * time.Millisecond})
+	g := groupCaller{t, s.dp}
+	short := joinRequest("g", "", nil)
+	short.SessionTimeoutMillis = 100
+	require.Equal(t, codeMemberIDRequired, g.join(short).ErrorCode)
+	require.Equal(t, codeGroupMaxSizeReached, g.join(joinRequest("g", "", nil)).ErrorCode)
+	require.Equal(t, codeCoordinatorNotAvailable, g.join(joinRequest("h", "", nil)).ErrorCode)
+	require.Eventually(t, func() bool { return s.dp.groupReg.ownerOf("g") == nil }, 5*time.Second, 5*time.Millisecond, "the pending member expires, the group is dropped")
+	require.Equal(t, codeMemberIDRequired, g.join(joinRequest("h", "", nil)).ErrorCode)
+}
