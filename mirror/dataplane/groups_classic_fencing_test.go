@@ -389,3 +389,32 @@ func TestClassicGroupLimits(t *testing.T) {
 	require.Eventually(t, func() bool { return s.dp.groupReg.ownerOf("g") == nil }, 5*time.Second, 5*time.Millisecond, "the pending member expires, the group is dropped")
 	require.Equal(t, codeMemberIDRequired, g.join(joinRequest("h", "", nil)).ErrorCode)
 }
+
+// TestClassicGroupAbandonedJoin: a held JoinGroup whose request ends (the
+// client went away) no longer counts as joined: the join phase ends at the
+// rebalance timeout without that member.
+func TestClassicGroupAbandonedJoin(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: -1, GroupRejoinGrace: -1})
+	g := groupCaller{t, s.dp}
+	short := func(instance string, member string) *kmsg.JoinGroupRequest {
+		r := joinRequest("g", member, str(instance))
+		r.RebalanceTimeoutMillis = 300
+		return r
+	}
+	a := g.join(short("a", ""))
+	require.Equal(t, int16(0), g.syncGroup("g", a.MemberID, str("a"), a.Generation, nil).ErrorCode)
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		_, err := s.dp.Serve(ctx, short("b", ""))
+		gone <- err
+	}()
+	require.Eventually(t, func() bool { return describe(t, s, "g").State == statePreparingRebalance }, 5*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-gone, context.Canceled)
+	j := g.join(short("a", a.MemberID))
+	require.Equal(t, int16(0), j.ErrorCode)
+	require.Equal(t, int32(2), j.Generation)
+	require.Len(t, j.Members, 1, "b left with its request")
+	require.Len(t, describe(t, s, "g").Members, 1)
+}

@@ -51,7 +51,7 @@ func (dp *DataPlane) joinGroup(ctx context.Context, req kmsg.Request) (kmsg.Resp
 	}
 	j := joinArgs{r: r, session: session, rebalance: rebalance, clientID: clientID, clientHost: host}
 	c.mu.Lock()
-	ch, answer := c.join(j)
+	ch, answer := c.join(&j)
 	if answer != nil {
 		c.mu.Unlock()
 		return answer, nil
@@ -83,7 +83,7 @@ type joinArgs struct {
 
 // join runs a JoinGroup under c.mu: either an answer now, or the channel
 // the answer will come on (the request is then held).
-func (c *classicGroups) join(j joinArgs) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
+func (c *classicGroups) join(j *joinArgs) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
 	r := j.r
 	now := func(code int16) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
 		resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
@@ -121,10 +121,10 @@ func (c *classicGroups) join(j joinArgs) (chan *kmsg.JoinGroupResponse, *kmsg.Jo
 		return now(codeCoordinatorLoadInProgress)
 	}
 	if r.MemberID == "" {
-		return c.joinUnknown(g, &j)
+		return c.joinUnknown(g, j)
 	}
 	j.memberID = r.MemberID
-	return c.joinKnown(g, &j)
+	return c.joinKnown(g, j)
 }
 
 // acceptsProtocols reports whether a member with this protocol type and
