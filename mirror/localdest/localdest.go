@@ -55,13 +55,13 @@ type LocalDestination struct {
 	// writeTopics replaces topicsFile with data (atomicfile.WriteFile; tests
 	// replace it to hold or fail a write).
 	writeTopics func(data []byte) error
-	active   map[string]bool
-	closed   bool
-	groupsMu sync.Mutex
-	groups   map[string]map[string]int64 // group -> "topic/partition" -> offset
-	aclsOnce sync.Once
-	acls     *aclStore   // synced ACLs (acl.go)
-	shares   *shareStore // share-group start offsets (share.go)
+	active      map[string]bool
+	closed      bool
+	groupsMu    sync.Mutex
+	groups      map[string]map[string]int64 // group -> "topic/partition" -> offset
+	aclsOnce    sync.Once
+	acls        *aclStore   // synced ACLs (acl.go)
+	shares      *shareStore // share-group start offsets (share.go)
 	// replicationFactor of new topics, 0 = 1 (replication.go)
 	replicationFactor atomic.Int32
 	pidMu             sync.Mutex  // serializes AllocateProducerIDs
@@ -157,9 +157,9 @@ func newLocalDestination(clusterID string, open func(string, int32) (fetcher.Log
 
 		opening:   map[dest.TopicPartition]*logOpen{},
 		unsettled: map[string]int{},
-		groups: map[string]map[string]int64{},
-		shares: &shareStore{groups: map[string]map[string]int64{}},
-		pids:   newProducerIDs(clusterID),
+		groups:    map[string]map[string]int64{},
+		shares:    &shareStore{groups: map[string]map[string]int64{}},
+		pids:      newProducerIDs(clusterID),
 	}
 }
 
