@@ -108,6 +108,12 @@ func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDest
 	if clusterID, err = checkClusterID(root, clusterID); err != nil {
 		return nil, err
 	}
+	// The root's lock excludes every other process from the partitions'
+	// directories and d.logs opens each partition once, so the logs take no
+	// lock file of their own: an idle partition holds no descriptor (its
+	// segment files are opened on demand through opts.Files, by default the
+	// process-wide fetcher.DefaultFileCache).
+	opts.DirLockedByCaller = true
 	d := newLocalDestination(clusterID, func(topic string, partition int32) (fetcher.Log, error) {
 		return fetcher.OpenFileLog(fetcher.PartitionDir(root, topic, partition), opts)
 	})
@@ -497,8 +503,14 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPar
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
-// Close implements dest.Destination: it closes every open log, then releases the root's
-// lock of a file destination.
+// closeWorkers is how many logs Close closes at once: a log's Close may fsync its
+// active segment and write its recovery point (two more fsyncs), and the disk
+// overlaps those of many files, where one after another they add up at thousands of
+// partitions.
+const closeWorkers = 32
+
+// Close implements dest.Destination: it closes every open log (closeWorkers at a
+// time), then releases the root's lock of a file destination.
 func (d *LocalDestination) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -507,12 +519,28 @@ func (d *LocalDestination) Close() error {
 	}
 	d.closed = true
 	d.waitOpensLocked("") // an open under way closes its log itself
-	var errs []error
+	logs := make(chan fetcher.Log, len(d.logs))
 	for _, l := range d.logs {
-		if err := l.Close(); err != nil {
-			errs = append(errs, err)
-		}
+		logs <- l
 	}
+	close(logs)
+	var (
+		wg     sync.WaitGroup
+		errsMu sync.Mutex
+		errs   []error
+	)
+	for range min(closeWorkers, len(d.logs)) {
+		wg.Go(func() {
+			for l := range logs {
+				if err := l.Close(); err != nil {
+					errsMu.Lock()
+					errs = append(errs, err)
+					errsMu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
 	if d.rootLock != nil {
 		errs = append(errs, d.rootLock.Close())
 	}
