@@ -308,7 +308,7 @@ func startPair(ctx context.Context, cfg *ScaleConfig, dir, srcProfile, dstProfil
 	}
 	var err error
 	if p.srcCl, err = p.src.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(50*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<20)); err != nil {
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<20), kgo.RequestTimeoutOverhead(5*time.Minute)); err != nil {
 		return p, err
 	}
 	if err := p.connectDest(); err != nil {
@@ -357,7 +357,7 @@ func createSourceTopics(ctx context.Context, cl *kgo.Client, prefix string, n, p
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%05d", prefix, i)
 	}
-	for chunk := range slices.Chunk(names, 50) {
+	for chunk := range slices.Chunk(names, 4) {
 		if err := createTopics(ctx, cl, chunk, int32(parts)); err != nil {
 			return nil, err
 		}
