@@ -224,6 +224,11 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (*ScaleReport, error) {
 	for _, p := range cfg.Partitions {
 		run := runScaleOnce(ctx, &cfg, p)
 		rep.Runs = append(rep.Runs, run)
+		// The outputs after every partition count: a run cut short keeps what it measured.
+		rep.LoadAfter, rep.Goals = loadAvg(), scaleGoals(rep)
+		if err := writeScaleOutputs(&cfg, rep); err != nil {
+			return rep, err
+		}
 		if ctx.Err() != nil {
 			break
 		}

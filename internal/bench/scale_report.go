@@ -73,15 +73,23 @@ func scaleGoals(rep *ScaleReport) []ScaleGoal {
 		func(r ScaleRun) float64 { return r.RestartLagZeroSeconds }, "dest-restart")
 	at("peak RSS of the destination, 100,000 partitions", "<= 2048 MiB", "MiB", 100000, 2048,
 		func(r ScaleRun) float64 { return r.DestPeakRSSMiB }, "dest-start")
-	g := ScaleGoal{Name: "1,000-partition / 6-partition MB/s", Target: ">= 0.8", Limit: 0.8, AtLeast: true}
-	if tp := rep.Throughput; tp != nil && tp.Error == "" && tp.MBps6 > 0 {
-		g.Measured, g.Value = true, tp.MBps1000/tp.MBps6
-		g.Reached = g.Value >= g.Limit
-		if !g.Reached {
-			g.Profile = tp.Profile
+	ratio := func(name string, v func(*ScaleThroughput) float64) {
+		g := ScaleGoal{Name: name, Target: ">= 0.8", Limit: 0.8, AtLeast: true}
+		if tp := rep.Throughput; tp != nil && tp.Error == "" && tp.MBps6 > 0 && tp.StartToLagZero1000 > 0 {
+			g.Measured, g.Value = true, v(tp)
+			g.Reached = g.Value >= g.Limit
+			if !g.Reached {
+				g.Profile = tp.Profile
+			}
 		}
+		gs = append(gs, g)
 	}
-	return append(gs, g)
+	ratio("1,000-partition / 6-partition MB/s (copy)", func(tp *ScaleThroughput) float64 { return tp.MBps1000 / tp.MBps6 })
+	// The same volume from the StartMirrorTopics on: the start of 1,000 partitions counts.
+	ratio("1,000-partition / 6-partition MB/s (from the start)", func(tp *ScaleThroughput) float64 {
+		return tp.StartToLagZero6 / tp.StartToLagZero1000
+	})
+	return gs
 }
 
 // missedBy says how far a measured goal is from its limit.
@@ -128,15 +136,19 @@ func ScaleMarkdownSection(rep *ScaleReport) string {
 	b.WriteString("\nA = source kmirrord, B = destination. Restart figures run from the exec of the new B process; " +
 		"the stop is a StopMirrorTopics of every topic (the failover).\n")
 	if tp := rep.Throughput; tp != nil {
-		b.WriteString("\n| throughput | MB/s | copy s | start → lag 0 s |\n|---|---:|---:|---:|\n")
+		b.WriteString("\n| throughput | MB/s (copy) | copy s | start → lag 0 s | MB/s from the start |\n|---|---:|---:|---:|---:|\n")
 		if tp.Error != "" {
 			fmt.Fprintf(&b, "| failed: %s | | | |\n", strings.ReplaceAll(tp.Error, "|", "/"))
 		} else {
-			fmt.Fprintf(&b, "| 6 partitions, %.0f MiB of values | %.1f | %.2f | %.2f |\n", mib(tp.ValueBytes), tp.MBps6, tp.CopySeconds6, tp.StartToLagZero6)
-			fmt.Fprintf(&b, "| 1,000 partitions, %.0f MiB of values | %.1f | %.2f | %.2f |\n", mib(tp.ValueBytes), tp.MBps1000, tp.CopySeconds1000, tp.StartToLagZero1000)
+			fromStart := func(s float64) float64 { return float64(tp.ValueBytes) / 1e6 / max(s, 1e-9) }
+			fmt.Fprintf(&b, "| 6 partitions, %.0f MiB of values | %.1f | %.2f | %.2f | %.1f |\n", mib(tp.ValueBytes), tp.MBps6, tp.CopySeconds6,
+				tp.StartToLagZero6, fromStart(tp.StartToLagZero6))
+			fmt.Fprintf(&b, "| 1,000 partitions, %.0f MiB of values | %.1f | %.2f | %.2f | %.1f |\n", mib(tp.ValueBytes), tp.MBps1000, tp.CopySeconds1000,
+				tp.StartToLagZero1000, fromStart(tp.StartToLagZero1000))
 		}
 		b.WriteString("\nMB = 10^6 bytes of record values (1 KiB records); the copy runs from the first describe that showed " +
-			"destination data to the one that showed every partition at lag 0 (50 ms polls).\n")
+			"destination data to the one that showed every partition at lag 0 (50 ms polls); with 1,000 partitions the first ones copy while the " +
+			"others are still being started, so the copy figure flatters it, and MB/s from the start counts the start.\n")
 	}
 	if len(rep.Goals) > 0 {
 		b.WriteString("\n| goal | target | reached value | met | CPU profile |\n|---|---|---:|---|---|\n")

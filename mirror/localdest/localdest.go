@@ -519,6 +519,12 @@ func (d *LocalDestination) Close() error {
 	}
 	d.closed = true
 	d.waitOpensLocked("") // an open under way closes its log itself
+	// A write of the topics file under way ends before the root's lock is released
+	// (a later one sees closed and refuses).
+	d.mu.Unlock()
+	d.saveMu.Lock()
+	d.saveMu.Unlock() //nolint:staticcheck // SA2001: waiting for the holder is the point
+	d.mu.Lock()
 	logs := make(chan fetcher.Log, len(d.logs))
 	for _, l := range d.logs {
 		logs <- l
@@ -578,6 +584,9 @@ func (d *LocalDestination) commitLocked(gen uint64) error {
 	defer d.saveMu.Unlock()
 	if d.saved >= gen {
 		return nil // an earlier call's write took this change
+	}
+	if d.closed {
+		return fetcher.ErrClosed // the root's lock may be released: never written after Close
 	}
 	g := d.gen
 	data, err := json.MarshalIndent(&d.meta, "", "  ")

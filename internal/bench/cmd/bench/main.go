@@ -75,6 +75,7 @@ func run() (code int) {
 	scaleJSON := fs.String("scale-json", "docs/bench/scale.json", "scale: results JSON file (empty: none)")
 	scaleChart := fs.String("scale-chart", "docs/bench/scale.png", "scale: PNG chart (empty: none)")
 	scaleBin := fs.String("kmirrord", "", "scale: kmirrord binary (default: go build ./examples/kmirrord into the work dir)")
+	scalePhase := fs.Duration("scale-phase-timeout", 15*time.Minute, "scale: time limit of each measured phase")
 	scaleDest := fs.String("scale-destination", "", "scale: how the destination stores partitions, recorded in the report")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
@@ -116,7 +117,7 @@ func run() (code int) {
 			parts = append(parts, n)
 		}
 		sc := bench.ScaleConfig{Kmirrord: *scaleBin, Partitions: parts, TopicPartitions: *scaleTopicParts, ThroughputMiB: *scaleMiB,
-			IdleWindow: *scaleIdle, WorkDir: *workDir, ProfileDir: *profile, Destination: *scaleDest,
+			IdleWindow: *scaleIdle, PhaseTimeout: *scalePhase, WorkDir: *workDir, ProfileDir: *profile, Destination: *scaleDest,
 			ResultsJSON: *scaleJSON, Markdown: *md, Chart: *scaleChart, Command: cfg.Command, Log: cfg.Log}
 		return runScale(ctx, sc, *render)
 	}
