@@ -523,7 +523,8 @@ func (d *LocalDestination) Close() error {
 	// (a later one sees closed and refuses).
 	d.mu.Unlock()
 	d.saveMu.Lock()
-	d.saveMu.Unlock() //nolint:staticcheck // SA2001: waiting for the holder is the point
+	//lint:ignore SA2001 waiting for the write under way is the point
+	d.saveMu.Unlock()
 	d.mu.Lock()
 	logs := make(chan fetcher.Log, len(d.logs))
 	for _, l := range d.logs {
