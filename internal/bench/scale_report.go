@@ -23,9 +23,11 @@ func writeScaleOutputs(cfg *ScaleConfig, rep *ScaleReport) error {
 }
 
 // RenderScale rewrites cfg.Markdown and cfg.Chart from an earlier run's
-// report (read back from its JSON); cfg.ResultsJSON is ignored.
+// report (read back from its JSON), the goals judged again from its figures;
+// cfg.ResultsJSON is ignored.
 func RenderScale(cfg ScaleConfig, rep *ScaleReport) error {
 	cfg.ResultsJSON = ""
+	rep.Goals = scaleGoals(rep)
 	return writeScaleOutputs(&cfg, rep)
 }
 
