@@ -464,6 +464,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 		return run
 	}
 	scaleLogf(cfg, "P=%d: %d topics of %d partitions", partitions, run.Topics, per)
+	progress := func(format string, args ...any) { scaleLogf(cfg, fmt.Sprintf("P=%d: ", partitions)+format, args...) }
 	p, err := startPair(ctx, cfg, dir, prof("source"), prof("dest-start"))
 	defer func() {
 		p.close()
@@ -490,7 +491,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 	}
 	run.StartAnswerSeconds = time.Since(t0).Seconds()
 	scaleLogf(cfg, "P=%d: StartMirrorTopics answered in %.2fs", partitions, run.StartAnswerSeconds)
-	d, _, err := waitCounts(pctx, p.dst, p.mirror, statemachine.Mirroring, nil, cfg.Poll, t0, p.sampler.sample, allLagZero(partitions))
+	d, _, err := waitCounts(pctx, p.dst, p.mirror, statemachine.Mirroring, nil, cfg.Poll, t0, p.sampler.sample, progress, allLagZero(partitions))
 	if err != nil {
 		return fail(err)
 	}
@@ -531,7 +532,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 	if err := p.connectDest(); err != nil {
 		return fail(err)
 	}
-	d, _, err = waitCounts(pctx, p.dst, p.mirror, statemachine.Mirroring, nil, cfg.Poll, p.dst_.started, p.sampler.sample, allLagZero(partitions))
+	d, _, err = waitCounts(pctx, p.dst, p.mirror, statemachine.Mirroring, nil, cfg.Poll, p.dst_.started, p.sampler.sample, progress, allLagZero(partitions))
 	if err != nil {
 		return fail(err)
 	}
@@ -545,7 +546,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 		return fail(err)
 	}
 	run.StopAnswerSeconds = time.Since(t2).Seconds()
-	d, _, err = waitCounts(pctx, p.dst, p.mirror, statemachine.Stopped, nil, cfg.Poll, t2, p.sampler.sample, allIn(partitions))
+	d, _, err = waitCounts(pctx, p.dst, p.mirror, statemachine.Stopped, nil, cfg.Poll, t2, p.sampler.sample, progress, allIn(partitions))
 	if err != nil {
 		return fail(err)
 	}
@@ -615,7 +616,7 @@ func runScaleThroughput(ctx context.Context, cfg *ScaleConfig) (tp ScaleThroughp
 			return fail(err)
 		}
 		var first time.Time
-		d, _, err := waitCounts(pctx, p.dst, p.mirror, statemachine.Mirroring, only, 50*time.Millisecond, ts, nil,
+		d, _, err := waitCounts(pctx, p.dst, p.mirror, statemachine.Mirroring, only, 50*time.Millisecond, ts, nil, nil,
 			func(c partitionCounts) bool {
 				if first.IsZero() && c.withData > 0 {
 					first = time.Now()

@@ -203,8 +203,9 @@ func describeCounts(ctx context.Context, cl *admin.Client, mirror string, want s
 // (or ctx ends) and returns the time it took from since and the last counts.
 // sample is called at every poll (RSS sampling).
 func waitCounts(ctx context.Context, cl *admin.Client, mirror string, want statemachine.State, topics map[string]bool,
-	poll time.Duration, since time.Time, sample func(), done func(partitionCounts) bool) (time.Duration, partitionCounts, error) {
+	poll time.Duration, since time.Time, sample func(), progress func(string, ...any), done func(partitionCounts) bool) (time.Duration, partitionCounts, error) {
 	var last partitionCounts
+	var logged time.Time
 	for {
 		c, err := describeCounts(ctx, cl, mirror, want, topics)
 		if sample != nil {
@@ -212,6 +213,10 @@ func waitCounts(ctx context.Context, cl *admin.Client, mirror string, want state
 		}
 		if err == nil {
 			last = c
+			if progress != nil && time.Since(logged) >= 2*time.Second {
+				logged = time.Now()
+				progress("%.1fs: %d of %d partitions %s, %d at lag 0", time.Since(since).Seconds(), c.inState, c.total, want, c.lagZero)
+			}
 			if done(c) {
 				return time.Since(since), c, nil
 			}
