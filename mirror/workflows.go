@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
@@ -196,6 +197,7 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st metasync.
 // the planned removals of this site's records as its approvals (controller.Approval). A topic refused here is made writable again as it was.
 func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta,
 	plans map[string][]PartitionPlan, o StartOptions) ([]TopicResult, error) {
+	openLogs(m.dest, metas)
 	var refused []TopicResult
 	var ok []TopicMeta
 	was := map[string][]bool{} // the read-only flags before, to give back on a refusal
@@ -233,6 +235,38 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 		}
 	}
 	return append(refused, res...), nil
+}
+
+// openWorkers is how many logs openLogs opens at once: opening a partition's log
+// creates its directory and files and fsyncs them, and the disk overlaps the fsyncs
+// of many files where one after another they add up at thousands of partitions.
+const openWorkers = 32
+
+// openLogs opens the destination logs of every partition of topics, openWorkers at a
+// time, before the start goes through them one by one. An open that fails is left
+// to the caller's own Log call (which fails that partition alone, with the cause).
+func openLogs(d Destination, topics []TopicMeta) {
+	type part struct {
+		topic string
+		p     int32
+	}
+	work := make(chan part)
+	var wg sync.WaitGroup
+	for range openWorkers {
+		wg.Go(func() {
+			for w := range work {
+				_, _ = d.Log(w.topic, w.p)
+			}
+		})
+	}
+	for _, t := range topics {
+		spec, _ := d.Topic(t.Name)
+		for p := range spec.Partitions {
+			work <- part{t.Name, p}
+		}
+	}
+	close(work)
+	wg.Wait()
 }
 
 // setTopicReadOnly sets the read-only flag of every partition of topic and returns
