@@ -44,8 +44,12 @@ func BenchmarkShutdownAtScale(b *testing.B) {
 		<-dst.exited
 		stop := time.Since(start)
 		require.NoError(b, dst.exit, "kmirrord exit after SIGTERM")
-		require.NotEmpty(b, dst.logs(from, func(l logLine) bool { return l.str("msg") == "kmirrord stopped" }))
+		stopped := dst.logs(from, func(l logLine) bool { return l.str("msg") == "kmirrord stopped" })
+		require.NotEmpty(b, stopped)
 		b.ReportMetric(stop.Seconds(), "sigterm-s")
+		for _, k := range []string{"server_ms", "dataplane_ms", "mirror_ms", "destination_ms"} {
+			b.ReportMetric(float64(stopped[0].num(k)), "stop-"+k)
+		}
 
 		start = time.Now()
 		dst.start()

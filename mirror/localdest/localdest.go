@@ -410,14 +410,13 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPar
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
-// closeWorkers is how many logs Close closes at once: a log's Close may fsync its
-// active segment and write its recovery point (two more fsyncs), and the disk
-// overlaps those of many files, where one after another they add up at thousands of
-// partitions.
+// closeWorkers is how many logs other than FileLogs Close closes at once.
 const closeWorkers = 32
 
-// Close implements dest.Destination: it closes every open log (closeWorkers at a
-// time), then releases the root's lock of a file destination.
+// Close implements dest.Destination: it closes every open log, then releases the root's
+// lock of a file destination. The FileLogs are closed together with
+// fetcher.CloseFileLogs, which shares the fsyncs of thousands of partitions written
+// since their last Flush between two file-system syncs.
 func (d *LocalDestination) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -425,19 +424,26 @@ func (d *LocalDestination) Close() error {
 		return nil
 	}
 	d.closed = true
-	logs := make(chan fetcher.Log, len(d.logs))
+	var (
+		files  []*fetcher.FileLog
+		others = make(chan fetcher.Log, len(d.logs))
+	)
 	for _, l := range d.logs {
-		logs <- l
+		if fl, ok := l.(*fetcher.FileLog); ok {
+			files = append(files, fl)
+		} else {
+			others <- l
+		}
 	}
-	close(logs)
+	close(others)
 	var (
 		wg     sync.WaitGroup
 		errsMu sync.Mutex
 		errs   []error
 	)
-	for range min(closeWorkers, len(d.logs)) {
+	for range min(closeWorkers, len(others)) {
 		wg.Go(func() {
-			for l := range logs {
+			for l := range others {
 				if err := l.Close(); err != nil {
 					errsMu.Lock()
 					errs = append(errs, err)
@@ -447,6 +453,11 @@ func (d *LocalDestination) Close() error {
 		})
 	}
 	wg.Wait()
+	for _, err := range fetcher.CloseFileLogs(files) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if d.rootLock != nil {
 		errs = append(errs, d.rootLock.Close())
 	}

@@ -1,0 +1,5 @@
+//go:build linux && arm64
+
+package fetcher
+
+const syncfsNumber = 267
