@@ -340,38 +340,3 @@ func TestFileLogOpenTrustsRecoveryPoint(t *testing.T) {
 	require.NoError(t, os.Chtimes(rp, earlier, earlier))
 	require.Equal(t, 40, checked())
 }
-
-// TestCloseFileLogs: closing logs together leaves every directory as each log's own
-// Close leaves it (same recovery point, data, index and checkpoint, no temporary
-// file), for every fsync policy, and a log closed before is reported ErrClosed.
-func TestCloseFileLogs(t *testing.T) {
-	var group, single []*FileLog
-	var groupDirs, singleDirs []string
-	for _, policy := range []FsyncPolicy{FsyncOnFlush, FsyncEveryAppend, FsyncEveryNBytes, FsyncNever} {
-		for _, flushed := range []bool{false, true} {
-			opts := FileLogOptions{Fsync: policy, SegmentBytes: 1024, IndexIntervalBytes: 200}
-			g, s := t.TempDir(), t.TempDir()
-			lg, ls := openFile(t, g, opts), openFile(t, s, opts)
-			appendN(t, lg, 12)
-			appendN(t, ls, 12)
-			if flushed {
-				require.NoError(t, lg.Flush())
-				require.NoError(t, ls.Flush())
-			}
-			group, single = append(group, lg), append(single, ls)
-			groupDirs, singleDirs = append(groupDirs, g), append(singleDirs, s)
-		}
-	}
-	closedBefore := openFile(t, t.TempDir(), FileLogOptions{})
-	require.NoError(t, closedBefore.Close())
-	errs := CloseFileLogs(append(group, closedBefore))
-	require.ErrorIs(t, errs[len(errs)-1], ErrClosed)
-	for i, err := range errs[:len(group)] {
-		require.NoError(t, err, "log %d", i)
-		require.NoError(t, single[i].Close())
-		require.Equal(t, dirContents(t, singleDirs[i]), dirContents(t, groupDirs[i]), "log %d", i)
-		l := openFile(t, groupDirs[i], FileLogOptions{SegmentBytes: 1024, IndexIntervalBytes: 200})
-		require.Equal(t, int64(36), l.LogEndOffset())
-		require.NoError(t, l.Close())
-	}
-}

@@ -410,13 +410,14 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPar
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
-// closeWorkers is how many logs other than FileLogs Close closes at once.
+// closeWorkers is how many logs Close closes at once: a log's Close may fsync its
+// active segment and write its recovery point (two more fsyncs), and the disk
+// overlaps those of many files, where one after another they add up at thousands of
+// partitions.
 const closeWorkers = 32
 
-// Close implements dest.Destination: it closes every open log, then releases the root's
-// lock of a file destination. The FileLogs are closed together with
-// fetcher.CloseFileLogs, which shares the fsyncs of thousands of partitions written
-// since their last Flush between two file-system syncs.
+// Close implements dest.Destination: it closes every open log (closeWorkers at a
+// time), then releases the root's lock of a file destination.
 func (d *LocalDestination) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -424,26 +425,19 @@ func (d *LocalDestination) Close() error {
 		return nil
 	}
 	d.closed = true
-	var (
-		files  []*fetcher.FileLog
-		others = make(chan fetcher.Log, len(d.logs))
-	)
+	logs := make(chan fetcher.Log, len(d.logs))
 	for _, l := range d.logs {
-		if fl, ok := l.(*fetcher.FileLog); ok {
-			files = append(files, fl)
-		} else {
-			others <- l
-		}
+		logs <- l
 	}
-	close(others)
+	close(logs)
 	var (
 		wg     sync.WaitGroup
 		errsMu sync.Mutex
 		errs   []error
 	)
-	for range min(closeWorkers, len(others)) {
+	for range min(closeWorkers, len(d.logs)) {
 		wg.Go(func() {
-			for l := range others {
+			for l := range logs {
 				if err := l.Close(); err != nil {
 					errsMu.Lock()
 					errs = append(errs, err)
@@ -453,11 +447,6 @@ func (d *LocalDestination) Close() error {
 		})
 	}
 	wg.Wait()
-	for _, err := range fetcher.CloseFileLogs(files) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
 	if d.rootLock != nil {
 		errs = append(errs, d.rootLock.Close())
 	}

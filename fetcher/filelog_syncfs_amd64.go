@@ -1,5 +1,0 @@
-//go:build linux && amd64
-
-package fetcher
-
-const syncfsNumber = 306

@@ -1,5 +1,0 @@
-//go:build linux && arm64
-
-package fetcher
-
-const syncfsNumber = 267
