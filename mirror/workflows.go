@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
 	"github.com/kmirror/kmirror/internal/reconcile"
@@ -273,16 +275,15 @@ func openLogs(d Destination, topics []TopicMeta) {
 // what each was before.
 func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
 	spec, _ := m.dest.Topic(topic)
-	was := make([]bool, 0, spec.Partitions)
-	for p := int32(0); p < spec.Partitions; p++ {
-		ro := false
+	was := make([]bool, spec.Partitions)
+	err := eachPartition(spec.Partitions, func(p int32) error {
 		if l, err := m.dest.Log(topic, p); err == nil {
-			ro = l.ReadOnly()
+			was[p] = l.ReadOnly()
 		} // else PREPARING fails the partition alone, with the cause
-		was = append(was, ro)
-		if err := m.dest.SetReadOnly(topic, p, ro); err != nil {
-			return was, asAdminError(err)
-		}
+		return m.dest.SetReadOnly(topic, p, ro)
+	})
+	if err != nil {
+		return was, asAdminError(err)
 	}
 	return was, nil
 }
@@ -292,12 +293,30 @@ func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
 // whose log could not be opened).
 func (m *Mirror) restoreReadOnly(topic string, was []bool) {
 	spec, _ := m.dest.Topic(topic)
-	for p := int32(0); p < spec.Partitions; p++ {
+	_ = eachPartition(spec.Partitions, func(p int32) error {
 		ro := int(p) < len(was) && was[p]
 		if err := m.dest.SetReadOnly(topic, p, ro); err != nil {
 			m.log.Warn("mirror: cannot restore the read-only flag of a refused start", "topic", topic, "partition", p, "err", err)
 		}
+		return nil
+	})
+}
+
+// flagWorkers is how many read-only flags eachPartition sets at once: a
+// destination that makes each flag durable (LocalDestination) commits the
+// flags set while a write is in flight together, so thousands of partitions
+// cost a few writes, where one after another they cost one each.
+const flagWorkers = 64
+
+// eachPartition calls f for partitions 0..n-1, flagWorkers at a time, and
+// returns the first error (every call is made).
+func eachPartition(n int32, f func(p int32) error) error {
+	var g errgroup.Group
+	g.SetLimit(flagWorkers)
+	for p := int32(0); p < n; p++ {
+		g.Go(func() error { return f(p) })
 	}
+	return g.Wait()
 }
 
 // planMoved reports whether a log of topic grew or shrank since plan was computed.
