@@ -168,9 +168,9 @@ func setOf(tps []TopicPartitions) partSet {
 type memberState int8
 
 const (
-	stable      memberState = iota // at the target epoch with its whole target
-	unrevoked                      // must give up partitions first; epoch held back
-	unreleased                     // at the target epoch, waiting for partitions others still hold
+	stable     memberState = iota // at the target epoch with its whole target
+	unrevoked                     // must give up partitions first; epoch held back
+	unreleased                    // at the target epoch, waiting for partitions others still hold
 )
 
 func (s memberState) String() string {
