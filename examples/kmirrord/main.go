@@ -56,6 +56,9 @@ type options struct {
 	enforceACLs  bool
 	superUsers   []string
 	security     securityOptions // TLS, SASL, -add-scram, -allow-anonymous (security.go)
+	// initialRebalanceDelay is the data plane's group.initial.rebalance.delay.ms
+	// (negative: none).
+	initialRebalanceDelay time.Duration
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -125,6 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	initialMs := fs.Int64(controller.KeyFailedRetryInitialBackoffMs, def.Initial.Milliseconds(), "first back-off of the automatic retry of a FAILED partition, in `ms` (doubles per attempt)")
 	maxMs := fs.Int64(controller.KeyFailedRetryMaxBackoffMs, def.Max.Milliseconds(), "largest back-off of the FAILED retry, in `ms`")
 	fs.IntVar(&o.retry.MaxAttempts, controller.KeyFailedRetryMaxAttempts, def.MaxAttempts, "automatic retries of a FAILED partition before it waits for mirrorctl --recover (`n`, 0: none)")
+	delayMs := fs.Int64("group.initial.rebalance.delay.ms", dataplane.DefaultInitialRebalanceDelay.Milliseconds(),
+		"time the first rebalance of an empty consumer group waits for more members, in `ms` (Kafka's setting; extended per join up to the rebalance timeout; 0: none)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
@@ -165,6 +170,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if err := o.retry.Validate(); err != nil {
 		return nil, usagef("FAILED retry flags: %v", err)
+	}
+	if *delayMs < 0 {
+		return nil, usagef("-group.initial.rebalance.delay.ms: %d is negative", *delayMs)
+	}
+	o.initialRebalanceDelay = time.Duration(*delayMs) * time.Millisecond
+	if *delayMs == 0 {
+		o.initialRebalanceDelay = -1 // none
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, usagef("-log-level: %v", err)
@@ -327,7 +339,8 @@ func (d *daemon) listen(o *options) error {
 		return err
 	}
 	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port),
-		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers}})
+		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers},
+		InitialRebalanceDelay: o.initialRebalanceDelay})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: data plane: %w", err)
