@@ -130,6 +130,7 @@ var authzRules = map[kmsg.Key]authzRule{
 	kmsg.SyncGroup:              authzGroupMembership,
 	kmsg.Heartbeat:              authzGroupMembership,
 	kmsg.LeaveGroup:             authzGroupMembership,
+	kmsg.DeleteGroups:           authzDeleteGroups,
 	kmsg.ConsumerGroupHeartbeat: authzConsumerGroupHeartbeat,
 	kmsg.ConsumerGroupDescribe:  authzConsumerGroupDescribe,
 	kmsg.InitProducerID:         authzInitProducerID,

@@ -28,6 +28,10 @@ const (
 	// DefaultMaxGroups bounds the classic groups with members or pending
 	// members.
 	DefaultMaxGroups = 10000
+	// DefaultGroupRejoinGrace is Kafka consumers' default session.timeout.ms:
+	// a live member learns at its next heartbeat, within its session
+	// timeout, that a restarted site lost its membership, and rejoins.
+	DefaultGroupRejoinGrace = 45 * time.Second
 	// DefaultMaxHeldGroupRequests bounds the JoinGroup and SyncGroup
 	// requests held open at once (waiting for a rebalance): half of
 	// admin.DefaultMaxInFlightRequests, so held group requests never take
@@ -104,7 +108,6 @@ type classicMember struct {
 	syncVersion      int16
 	session          *time.Timer
 	sessionSeq       int64
-	heartbeatOK      bool // a heartbeat, join or sync arrived in the current session period
 }
 
 func newClassicGroups(cfg classicConfig, reg *groupRegistry, closing <-chan struct{}) *classicGroups {
@@ -210,7 +213,7 @@ func (c *classicGroups) validateCommit(group string, mc memberCommit) int16 {
 		return codeRebalanceInProgress
 	}
 	if m := g.members[mc.MemberID]; m != nil {
-		m.heartbeatOK = true // a commit shows the member alive, as Kafka's does
+		c.resetSession(g, m) // a commit shows the member alive, as Kafka's does
 	}
 	return 0
 }
