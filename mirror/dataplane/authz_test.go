@@ -365,16 +365,16 @@ func TestConsumerGroupACLs(t *testing.T) {
 		return resp
 	}
 	require.Equal(t, codeGroupAuthorizationFailed, serve(hbReq()).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode)
-	require.False(t, s.dp.GroupActive("g"))
+	require.Nil(t, s.dp.groupReg.ownerOf("g"), "refused, no group is made")
 	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceGroup, "L", "g", OpRead)}))
 	resp := serve(hbReq()).(*kmsg.ConsumerGroupHeartbeatResponse)
 	require.Equal(t, codeTopicAuthorizationFailed, resp.ErrorCode)
 	require.Contains(t, *resp.ErrorMessage, "orders")
-	require.False(t, s.dp.GroupActive("g"))
+	require.Nil(t, s.dp.groupReg.ownerOf("g"), "refused, no group is made")
 
 	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceGroup, "L", "g", OpRead), allow(ResourceTopic, "L", "orders", OpRead)}))
 	require.Zero(t, serve(hbReq()).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode)
-	require.True(t, s.dp.GroupActive("g"))
+	require.NotNil(t, s.dp.groupReg.ownerOf("g"))
 
 	desc := kmsg.NewPtrConsumerGroupDescribeRequest()
 	desc.Groups = []string{"g"}
