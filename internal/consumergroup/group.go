@@ -206,6 +206,7 @@ type Group struct {
 	owner       map[tp]string     // partition → the member holding it (assigned or revoking)
 	subMeta     map[string]Topic  // subscribed topics' metadata at the last bump (absent topics have no entry)
 	regex       map[string]regexEntry
+	subNames    []string // every member's subscribed names, sorted; nil when to be rebuilt
 }
 
 type regexEntry struct {
@@ -513,7 +514,11 @@ func (g *Group) regexUsed(re string) bool {
 	return false
 }
 
-func (g *Group) bump() { g.epoch++ }
+// bump moves the group epoch: what the assignment depends on changed.
+func (g *Group) bump() {
+	g.epoch++
+	g.subNames = nil
+}
 
 // update applies what a heartbeat changes of the member, and reports whether
 // the assignment depends on the change (the group epoch is then bumped).
@@ -638,12 +643,17 @@ func (g *Group) refreshMetadata(now time.Time, md Metadata) {
 		e.topics, e.refreshed = topics, now
 		g.regex[m.regex] = e
 	}
+	if regexChanged || g.subNames == nil {
+		var names []string
+		for _, m := range g.members {
+			names = append(names, g.subscribed(m)...)
+		}
+		g.subNames = dedupSorted(names)
+	}
 	cur := map[string]Topic{}
-	for _, m := range g.members {
-		for _, name := range g.subscribed(m) {
-			if t, ok := md.Topic(name); ok && t.Partitions > 0 {
-				cur[name] = t
-			}
+	for _, name := range g.subNames {
+		if t, ok := md.Topic(name); ok && t.Partitions > 0 {
+			cur[name] = t
 		}
 	}
 	if regexChanged || !equalMeta(cur, g.subMeta) {
@@ -807,11 +817,11 @@ func (g *Group) Tick(now time.Time, md Metadata) bool {
 			g.remove(m)
 		}
 	}
-	if len(g.members) > 0 {
+	// Metadata is followed at heartbeats; a tick only recomputes the target
+	// once members are gone.
+	if len(g.members) > 0 && g.epoch != before {
 		g.refreshMetadata(now, md)
-		if g.targetEpoch < g.epoch {
-			g.computeTarget(md)
-		}
+		g.computeTarget(md)
 	}
 	return g.epoch != before
 }
