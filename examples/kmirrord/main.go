@@ -49,6 +49,7 @@ type options struct {
 	clusterID    string
 	syncInterval time.Duration
 	retry        mirror.RetryConfig // the FAILED retry (mirror.failed.retry.* flags)
+	unreachable  time.Duration      // -source-unreachable-after (mirror.WithSourceUnreachableAfter)
 	logLevel     slog.Level
 	logFormat    string
 	cpuProfile   string
@@ -125,6 +126,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	initialMs := fs.Int64(controller.KeyFailedRetryInitialBackoffMs, def.Initial.Milliseconds(), "first back-off of the automatic retry of a FAILED partition, in `ms` (doubles per attempt)")
 	maxMs := fs.Int64(controller.KeyFailedRetryMaxBackoffMs, def.Max.Milliseconds(), "largest back-off of the FAILED retry, in `ms`")
 	fs.IntVar(&o.retry.MaxAttempts, controller.KeyFailedRetryMaxAttempts, def.MaxAttempts, "automatic retries of a FAILED partition before it waits for mirrorctl --recover (`n`, 0: none)")
+	fs.DurationVar(&o.unreachable, "source-unreachable-after", mirror.DefaultSourceUnreachableAfter,
+		"how long a mirror's source must have failed a partition before describe and the metrics show it unreachable (0: at the first failure)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
@@ -165,6 +168,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if err := o.retry.Validate(); err != nil {
 		return nil, usagef("FAILED retry flags: %v", err)
+	}
+	if o.unreachable < 0 {
+		return nil, usagef("-source-unreachable-after: %v is negative", o.unreachable)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, usagef("-log-level: %v", err)
@@ -288,7 +294,8 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if d.creds, err = openCredentials(o.data, o.security.addScram, log); err != nil {
 		return nil, err
 	}
-	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry)}
+	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry),
+		mirror.WithSourceUnreachableAfter(o.unreachable)}
 	var metrics *kmprom.Metrics
 	if o.metrics != "" {
 		metrics = kmprom.New("")
