@@ -525,10 +525,32 @@ build_probe() {
 
 # wait_cluster CLUSTER [-coordinators]: wait until the cluster's metadata lists all its brokers
 # (and, with -coordinators, until it has created its offsets and transaction state topics).
+# A node whose JVM exits meanwhile (a bad configuration, a class not found) fails the wait at
+# once instead of after the timeout.
 wait_cluster() {
-	local c="$1" n
+	local c="$1" n probe rc=0 id dead=""
 	n=$(nodes_of "$c" | wc -w)
-	if ! "$PROBE" -brokers "$(bootstrap_of "$c")" -want "$n" -timeout "${START_TIMEOUT}s" ${2:+"$2"}; then
+	"$PROBE" -brokers "$(bootstrap_of "$c")" -want "$n" -timeout "${START_TIMEOUT}s" ${2:+"$2"} &
+	probe=$!
+	while kill -0 "$probe" 2>/dev/null; do
+		for id in $(nodes_of "$c"); do
+			if [[ -s "$(node_dir "$c" "$id")/pid" ]] && ! node_pid "$c" "$id" >/dev/null; then dead+=" $c$id"; fi
+		done
+		if [[ -n "$dead" ]]; then
+			kill "$probe" 2>/dev/null || true
+			break
+		fi
+		sleep 0.5
+	done
+	wait "$probe" || rc=$?
+	if [[ -n "$dead" ]]; then
+		log "node(s)$dead exited while cluster $c was starting; logs follow"
+		for id in $(nodes_of "$c"); do
+			dump_node_logs "$c" "$id" 40
+		done
+		return 1
+	fi
+	if [[ $rc != 0 ]]; then
 		log "cluster $c not ready after ${START_TIMEOUT}s; logs follow"
 		local id
 		for id in $(nodes_of "$c"); do
