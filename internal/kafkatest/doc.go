@@ -35,8 +35,9 @@
 // with a special configuration (tiered storage, no authorizer, extra server.properties lines),
 // starts its own single-node cluster with [StartPrivate]. The script runs it as cluster C
 // (KMIRROR_KAFKA_CLUSTERS=c) in a fresh work directory under the temporary directory, on a base
-// port from 20000 up that a per-port flock reserves across test binaries and whose client and
-// controller ports (base+30, base+130) are probed free, running Kafka 4.4.0 unless
+// port from 20000 up, below the kernel's ephemeral range, that a per-port flock reserves across
+// test binaries and whose client and controller ports (base+30, base+130) are probed free,
+// running Kafka 4.4.0 unless
 // [PrivateOptions.Version] or KMIRROR_KAFKA_PRIVATE_VERSION says otherwise. [Private] has
 // Kill (SIGKILL), Stop (orderly shutdown), Start (restart with its data), Freeze (SIGSTOP:
 // connections are accepted, nothing answers) and Thaw (SIGCONT). The node is stopped and its
