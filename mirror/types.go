@@ -197,6 +197,7 @@ type options struct {
 	retry    RetryConfig
 	retrySet bool
 	ops      opsOptions // metrics and source-health options (metrics.go)
+	groups   GroupGuard
 }
 
 // newOptions applies opts and fills in the defaults of what they leave unset (or set
@@ -242,6 +243,16 @@ func WithSourceFactory(f SourceFactory) Option {
 func WithPeerFactory(f PeerFactory) Option {
 	return optionFunc(func(o *options) { o.peers = f })
 }
+
+// GroupGuard is metasync.GroupGuard: what holds the membership of the
+// destination's consumer groups (dataplane.DataPlane).
+type GroupGuard = metasync.GroupGuard
+
+// WithGroupGuard makes the offset sync of every mirror ask g before it writes
+// a group's offsets: a group with members on the destination (any state
+// other than Empty and Dead) keeps the offsets its members committed, and
+// the sync resumes once it empties.
+func WithGroupGuard(g GroupGuard) Option { return optionFunc(func(o *options) { o.groups = g }) }
 
 // WithClock sets the clock used for timestamps of control records (default time.Now).
 func WithClock(now func() time.Time) Option { return optionFunc(func(o *options) { o.clock = now }) }

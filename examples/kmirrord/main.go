@@ -56,6 +56,9 @@ type options struct {
 	enforceACLs  bool
 	superUsers   []string
 	security     securityOptions // TLS, SASL, -add-scram, -allow-anonymous (security.go)
+	// initialRebalanceDelay is the data plane's group.initial.rebalance.delay.ms
+	// (negative: none).
+	initialRebalanceDelay time.Duration
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -125,6 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	initialMs := fs.Int64(controller.KeyFailedRetryInitialBackoffMs, def.Initial.Milliseconds(), "first back-off of the automatic retry of a FAILED partition, in `ms` (doubles per attempt)")
 	maxMs := fs.Int64(controller.KeyFailedRetryMaxBackoffMs, def.Max.Milliseconds(), "largest back-off of the FAILED retry, in `ms`")
 	fs.IntVar(&o.retry.MaxAttempts, controller.KeyFailedRetryMaxAttempts, def.MaxAttempts, "automatic retries of a FAILED partition before it waits for mirrorctl --recover (`n`, 0: none)")
+	delayMs := fs.Int64("group.initial.rebalance.delay.ms", dataplane.DefaultInitialRebalanceDelay.Milliseconds(),
+		"time the first rebalance of an empty consumer group waits for more members, in `ms` (Kafka's setting; extended per join up to the rebalance timeout; 0: none)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
@@ -165,6 +170,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if err := o.retry.Validate(); err != nil {
 		return nil, usagef("FAILED retry flags: %v", err)
+	}
+	if *delayMs < 0 {
+		return nil, usagef("-group.initial.rebalance.delay.ms: %d is negative", *delayMs)
+	}
+	o.initialRebalanceDelay = time.Duration(*delayMs) * time.Millisecond
+	if *delayMs == 0 {
+		o.initialRebalanceDelay = -1 // none
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, usagef("-log-level: %v", err)
@@ -246,8 +258,11 @@ type daemon struct {
 	dest *mirror.LocalDestination
 	m    *mirror.Mirror
 	dp   *dataplane.DataPlane
-	srv  *admin.Server
-	ln   net.Listener
+	// groups is the mirror's view of the data plane's group membership,
+	// bound to dp once the listener is built.
+	groups *groupGuard
+	srv    *admin.Server
+	ln     net.Listener
 	// metricsSrv serves /metrics (nil without -metrics); metricsAddr is its bound address.
 	metricsSrv  *http.Server
 	metricsAddr net.Addr
@@ -288,7 +303,8 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if d.creds, err = openCredentials(o.data, o.security.addScram, log); err != nil {
 		return nil, err
 	}
-	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry)}
+	d.groups = &groupGuard{}
+	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry), mirror.WithGroupGuard(d.groups)}
 	var metrics *kmprom.Metrics
 	if o.metrics != "" {
 		metrics = kmprom.New("")
@@ -323,12 +339,14 @@ func (d *daemon) listen(o *options) error {
 		return err
 	}
 	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port),
-		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers}})
+		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers},
+		InitialRebalanceDelay: o.initialRebalanceDelay})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: data plane: %w", err)
 	}
 	d.dp = dp
+	d.groups.dp.Store(dp)
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	extra = append(extra, credentialAPIs(d.creds, dp)...)
 	extra = append(extra, describeClientQuotasAPI(dp))

@@ -191,3 +191,35 @@ func authzListGroups(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.
 	resp.Groups = kept
 	return resp, nil
 }
+
+// authzGroupMembership: READ on the group for JoinGroup, SyncGroup,
+// Heartbeat and LeaveGroup, as Kafka's; refused, the request is answered
+// GROUP_AUTHORIZATION_FAILED and changes nothing.
+func authzGroupMembership(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	var group string
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = r.Group
+	case *kmsg.SyncGroupRequest:
+		group = r.Group
+	case *kmsg.HeartbeatRequest:
+		group = r.Group
+	case *kmsg.LeaveGroupRequest:
+		group = r.Group
+	}
+	if z.allowed(OpRead, ResourceGroup, group) {
+		return next(req)
+	}
+	resp := req.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation = codeGroupAuthorizationFailed, -1
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = codeGroupAuthorizationFailed
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = codeGroupAuthorizationFailed
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = codeGroupAuthorizationFailed
+	}
+	return resp, nil
+}

@@ -113,6 +113,33 @@ type Config struct {
 	// ACLPolicy holds the super users and what a resource no ACL refers to
 	// allows; used only with EnforceACLs.
 	ACLPolicy ACLPolicy
+
+	// The classic group protocol (JoinGroup, SyncGroup, Heartbeat,
+	// LeaveGroup); see Groups in the package documentation.
+
+	// InitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms; 0
+	// means DefaultInitialRebalanceDelay, negative no delay.
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
+	// member may ask for (INVALID_SESSION_TIMEOUT outside); 0 means
+	// DefaultMinSessionTimeout and DefaultMaxSessionTimeout.
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// MaxGroupSize bounds the members of one group, pending ones (handed a
+	// member id with MEMBER_ID_REQUIRED) included: GROUP_MAX_SIZE_REACHED
+	// beyond. 0 means DefaultMaxGroupSize.
+	MaxGroupSize int
+	// MaxGroups bounds the classic groups that have members: a JoinGroup
+	// creating one more is answered COORDINATOR_NOT_AVAILABLE. 0 means
+	// DefaultMaxGroups.
+	MaxGroups int
+	// MaxHeldGroupRequests bounds the JoinGroup and SyncGroup requests held
+	// open at once while their group rebalances (each holds one of the admin
+	// server's MaxInFlightRequests slots); beyond it a JoinGroup is answered
+	// COORDINATOR_LOAD_IN_PROGRESS and a follower's SyncGroup
+	// REBALANCE_IN_PROGRESS, which clients retry. Keep it below the server's
+	// MaxInFlightRequests. 0 means DefaultMaxHeldGroupRequests.
+	MaxHeldGroupRequests int
 }
 
 // DataPlane serves a Destination over the Kafka protocol; see the package
@@ -132,6 +159,8 @@ type DataPlane struct {
 	aclStore  mirror.ACLStore // nil unless Config.EnforceACLs
 	aclCache  aclCache
 	coord     *coordinator
+	groupReg  *groupRegistry          // which protocol owns each group id
+	classic   *classicGroups          // the classic group protocol
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
 	closing   chan struct{}
@@ -147,7 +176,8 @@ func New(cfg Config) (*DataPlane, error) {
 	case cfg.AdvertisedHost == "" || cfg.AdvertisedPort <= 0:
 		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
 	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0,
-		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0:
+		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0,
+		cfg.MinSessionTimeout < 0 || cfg.MaxSessionTimeout < 0 || cfg.MaxGroupSize < 0 || cfg.MaxGroups < 0 || cfg.MaxHeldGroupRequests < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	}
 	if cfg.ProducerIDs == nil {
@@ -182,6 +212,16 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.DefaultPartitions == 0 {
 		cfg.DefaultPartitions = 1
 	}
+	cfg.MinSessionTimeout = orDefault(cfg.MinSessionTimeout, DefaultMinSessionTimeout)
+	cfg.MaxSessionTimeout = orDefault(cfg.MaxSessionTimeout, DefaultMaxSessionTimeout)
+	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
+		return nil, fmt.Errorf("%w: MinSessionTimeout %v over MaxSessionTimeout %v", ErrConfig, cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	}
+	cfg.InitialRebalanceDelay = orDefault(cfg.InitialRebalanceDelay, DefaultInitialRebalanceDelay)
+	cfg.InitialRebalanceDelay = max(cfg.InitialRebalanceDelay, 0)
+	cfg.MaxGroupSize = orDefaultInt(cfg.MaxGroupSize, DefaultMaxGroupSize)
+	cfg.MaxGroups = orDefaultInt(cfg.MaxGroups, DefaultMaxGroups)
+	cfg.MaxHeldGroupRequests = orDefaultInt(cfg.MaxHeldGroupRequests, DefaultMaxHeldGroupRequests)
 	if cfg.NewTopicID == nil {
 		cfg.NewTopicID = randomTopicID
 	}
@@ -190,10 +230,20 @@ func New(cfg Config) (*DataPlane, error) {
 		w = DestinationWriter(cfg.Destination)
 	}
 	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
-		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
+		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
+	dp.classic = newClassicGroups(classicConfig{initialDelay: cfg.InitialRebalanceDelay, minSession: cfg.MinSessionTimeout,
+		maxSession: cfg.MaxSessionTimeout, maxGroupSize: cfg.MaxGroupSize, maxGroups: cfg.MaxGroups, maxHeld: cfg.MaxHeldGroupRequests},
+		dp.groupReg, dp.closing)
 	go dp.checkLoop()
 	return dp, nil
+}
+
+func orDefaultInt(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -208,7 +258,10 @@ func orDefault(d, def time.Duration) time.Duration {
 // afterwards; the Destination stays open (it is the host's). Calling Close
 // again returns nil.
 func (dp *DataPlane) Close() error {
-	dp.closeOnce.Do(func() { close(dp.closing) })
+	dp.closeOnce.Do(func() {
+		close(dp.closing)
+		dp.classic.close()
+	})
 	<-dp.checkDone
 	return nil
 }
@@ -239,6 +292,10 @@ var apis = []api{
 	{kmsg.FindCoordinator, 0, 5, (*DataPlane).findCoordinator},
 	{kmsg.DescribeGroups, 0, 5, (*DataPlane).describeGroups},
 	{kmsg.ListGroups, 0, 5, (*DataPlane).listGroups},
+	{kmsg.JoinGroup, 2, 9, (*DataPlane).joinGroup},
+	{kmsg.SyncGroup, 0, 5, (*DataPlane).syncGroup},
+	{kmsg.Heartbeat, 0, 4, (*DataPlane).heartbeat},
+	{kmsg.LeaveGroup, 0, 5, (*DataPlane).leaveGroup},
 	{kmsg.CreateTopics, 2, 7, (*DataPlane).createTopics},
 	{kmsg.InitProducerID, 0, 4, (*DataPlane).initProducerID},
 	{kmsg.AddPartitionsToTxn, 0, 5, (*DataPlane).addPartitionsToTxn},
