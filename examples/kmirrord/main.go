@@ -49,6 +49,7 @@ type options struct {
 	clusterID    string
 	syncInterval time.Duration
 	retry        mirror.RetryConfig // the FAILED retry (mirror.failed.retry.* flags)
+	unreachable  time.Duration      // -source-unreachable-after (mirror.WithSourceUnreachableAfter)
 	logLevel     slog.Level
 	logFormat    string
 	cpuProfile   string
@@ -130,6 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.retry.MaxAttempts, controller.KeyFailedRetryMaxAttempts, def.MaxAttempts, "automatic retries of a FAILED partition before it waits for mirrorctl --recover (`n`, 0: none)")
 	delayMs := fs.Int64("group.initial.rebalance.delay.ms", dataplane.DefaultInitialRebalanceDelay.Milliseconds(),
 		"time the first rebalance of an empty consumer group waits for more members, in `ms` (Kafka's setting; extended per join up to the rebalance timeout; 0: none)")
+	fs.DurationVar(&o.unreachable, "source-unreachable-after", mirror.DefaultSourceUnreachableAfter,
+		"how long a mirror's source must have failed a partition before describe and the metrics show it unreachable (0: at the first failure)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
@@ -177,6 +180,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.initialRebalanceDelay = time.Duration(*delayMs) * time.Millisecond
 	if *delayMs == 0 {
 		o.initialRebalanceDelay = -1 // none
+	}
+	if o.unreachable < 0 {
+		return nil, usagef("-source-unreachable-after: %v is negative", o.unreachable)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, usagef("-log-level: %v", err)
@@ -304,7 +310,8 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 		return nil, err
 	}
 	d.groups = &groupGuard{}
-	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry), mirror.WithGroupGuard(d.groups)}
+	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry), mirror.WithGroupGuard(d.groups),
+		mirror.WithSourceUnreachableAfter(o.unreachable)}
 	var metrics *kmprom.Metrics
 	if o.metrics != "" {
 		metrics = kmprom.New("")
