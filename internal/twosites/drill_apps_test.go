@@ -459,6 +459,7 @@ type produced struct {
 	O    int64 // -1 unless acknowledged
 	V    string
 	Addr string
+	Run  int // which start of the producer wrote it (1, 2, ...)
 	Err  error
 	At   time.Time // when the answer came
 }
@@ -476,6 +477,7 @@ type producerApp struct {
 	log     []produced
 	changed chan struct{}
 	seq     int
+	run     int // starts so far
 
 	cancel context.CancelFunc // ends the writes of the current start
 	done   chan struct{}
@@ -486,13 +488,19 @@ func newProducerApp(t testing.TB, topic string, partitions int32) *producerApp {
 }
 
 // start points the producer at addr (a new client, the same code); it
-// writes until halt.
-func (pa *producerApp) start(addr string) {
+// writes until halt. It returns the run number of the writes.
+func (pa *producerApp) start(addr string) int {
 	pa.t.Helper()
-	cl := kgoClient(pa.t, addr, kgo.DefaultProduceTopic(pa.topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(5*time.Second))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MetadataMinAge(50*time.Millisecond),
+		kgo.DefaultProduceTopic(pa.topic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	require.NoError(pa.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	pa.cancel, pa.done = cancel, make(chan struct{})
+	pa.run++
+	run := pa.run
+	pa.done = make(chan struct{})
+	// A record already sent waits for its answer whatever the context says:
+	// closing the client fails it (a dead broker never answers).
+	pa.cancel = func() { cancel(); cl.Close() }
 	pa.t.Cleanup(pa.halt)
 	go func() {
 		defer close(pa.done)
@@ -511,7 +519,7 @@ func (pa *producerApp) start(addr string) {
 			r := &kgo.Record{Partition: int32(seq) % pa.partitions, Key: []byte(fmt.Sprintf("k%d", seq)),
 				Value: []byte(fmt.Sprintf("v%d", seq))}
 			err := cl.ProduceSync(ctx, r).FirstErr()
-			p := produced{P: r.Partition, O: -1, V: string(r.Value), Addr: addr, Err: err, At: time.Now()}
+			p := produced{P: r.Partition, O: -1, V: string(r.Value), Addr: addr, Run: run, Err: err, At: time.Now()}
 			if err == nil {
 				p.O = r.Offset
 			}
@@ -522,6 +530,7 @@ func (pa *producerApp) start(addr string) {
 			pa.mu.Unlock()
 		}
 	}()
+	return run
 }
 
 // halt stops the producer: a write still waiting for its answer is

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/records"
 )
@@ -292,7 +293,7 @@ func truthLog(t testing.TB, s *site, topic string, partitions int32) map[int32]m
 // code clients see for READ_ONLY_TOPIC) and none landed; there was at least
 // one; the acknowledged ones were answered after stopAt and sit after the
 // barrier, the first of each partition right after it.
-func checkFence(t testing.TB, attempts []produced, addr string, stopAt time.Time, barrier map[int32]int64, truth map[int32]map[int64]string) {
+func checkFence(t testing.TB, attempts []produced, run int, stopAt time.Time, barrier map[int32]int64, truth map[int32]map[int64]string) {
 	t.Helper()
 	refused := 0
 	first := map[int32]int64{}
@@ -303,14 +304,14 @@ func checkFence(t testing.TB, attempts []produced, addr string, stopAt time.Time
 		}
 	}
 	for _, a := range attempts {
-		if a.Addr != addr {
+		if a.Run != run {
 			continue
 		}
 		if a.Err != nil {
-			if errors.Is(a.Err, context.Canceled) {
+			if errors.Is(a.Err, context.Canceled) || errors.Is(a.Err, kgo.ErrClientClosed) {
 				continue // abandoned by halt
 			}
-			require.ErrorIs(t, a.Err, kerr.InvalidTopicException, "write %s to partition %d of %s", a.V, a.P, addr)
+			require.ErrorIs(t, a.Err, kerr.InvalidTopicException, "write %s to partition %d of %s", a.V, a.P, a.Addr)
 			require.False(t, values[a.V], "refused write %s is in the log", a.V)
 			refused++
 			continue
@@ -323,7 +324,7 @@ func checkFence(t testing.TB, attempts []produced, addr string, stopAt time.Time
 			require.Equal(t, barrier[a.P]+1, a.O, "partition %d: the first write after the barrier", a.P)
 		}
 	}
-	require.NotZero(t, refused, "no write to %s was refused before its failover", addr)
+	require.NotZero(t, refused, "no write of run %d was refused before its failover", run)
 }
 
 // drillReport is what check found for one group.
@@ -444,11 +445,11 @@ func (d *drill) report(name string, truth map[int32]map[int64]string) {
 	}
 }
 
-// ackedOn returns the producer's acknowledged writes to addr.
-func ackedOn(attempts []produced, addr string) []produced {
+// ackedIn returns the producer's acknowledged writes of one run.
+func ackedIn(attempts []produced, run int) []produced {
 	var out []produced
 	for _, a := range attempts {
-		if a.Addr == addr && a.Err == nil {
+		if a.Run == run && a.Err == nil {
 			out = append(out, a)
 		}
 	}
