@@ -1,6 +1,9 @@
 package twosites
 
 import (
+	"encoding/json"
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -151,4 +154,214 @@ func processedAll(got []consumed, truth map[int32]map[int64]string) bool {
 		}
 	}
 	return true
+}
+
+// TestDrillFailback is the second drill, between two kmirrord sites, with
+// failback: site A is the primary with the applications, site B mirrors it
+// with the group offsets. The link is cut (B pauses) while A goes on taking
+// writes, then A is killed (kill -9) with its applications; B fails over and the applications move to B, where they consume and write.
+// A restarts from its files and fails back: it mirrors B (B → A, truncating
+// A's tail B never got, once the plan showed exactly those records), the
+// applications stop on B in order, A's groups reach B's offsets, A stops its
+// mirror, and the applications move back to A. No group skips a record;
+// the unplanned failover reads again at most what was processed after the
+// last sync the test saw, the planned failback nothing.
+func TestDrillFailback(t *testing.T) {
+	java(t)
+	a := newSite(t, "A", "-group.initial.rebalance.delay.ms", "0")
+	b := newSite(t, "B", "-group.initial.rebalance.delay.ms", "0")
+	createTopic(t, a.addr, drillTopic, drillPartitions)
+	createDrillMirror(b, "a-to-b", a.addr)
+	b.ctl("--start", "--mirror", "a-to-b", "--topics", drillTopic)
+
+	d := newDrill(t, drillTopic, drillPartitions, drillKinds(t))
+	runA := d.producer.start(a.addr)
+	d.startApps("A", a.addr)
+	d.waitApps(drillWait, "50 records of each partition processed", func(_ *drillGroup, got []consumed) bool {
+		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O >= 50 })
+	})
+	w := watchSync(t, a.addr, b.addr, drillTopic, drillPartitions, d.groupNames())
+	w.waitRounds(t, 2, drillWait)
+	lastSync := w.halt()
+
+	// The link to B is cut first (B pauses), so A takes writes, and its
+	// applications read records, that B never gets; then A is lost with
+	// its applications.
+	b.ctl("--pause", "--wait", "--mirror", "a-to-b", "--topics", drillTopic)
+	paused := map[int32]int64{}
+	for _, p := range b.describe("a-to-b", drillTopic) {
+		paused[p.Partition] = p.DestinationOffset
+	}
+	d.waitApps(drillWait, "records B never got processed", func(_ *drillGroup, got []consumed) bool {
+		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O >= paused[c.P]+5 })
+	})
+	a.kill9()
+	d.endApps(false)
+	d.producer.halt()
+	aAcked := ackedIn(d.producer.attempts(), runA)
+
+	// Failover to B.
+	runB := d.producer.start(b.addr)
+	waitRefused(t, d.producer, runB)
+	stopB := time.Now()
+	b.ctl("--stop", "--wait", "--mirror", "a-to-b", "--topics", drillTopic)
+	barrierB := barrierOffsets(t, b, drillTopic, drillPartitions)
+	for _, g := range d.groups {
+		g.phases[0].bound, g.phases[0].lostFrom = lastSync[g.group], barrierB
+	}
+	d.startApps("B", b.addr)
+	d.producer.waitFor(drillWait, "writing to B", func(as []produced) bool {
+		return perPartitionProduced(drillPartitions, ackedIn(as, runB))
+	})
+	d.waitApps(drillWait, "records after B's barrier processed", func(_ *drillGroup, got []consumed) bool {
+		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O > barrierB[c.P] })
+	})
+
+	// Failback: A restarts and mirrors B. Its records B never got (after
+	// B's barrier) are exactly what the plan says the start removes.
+	a.start()
+	aEnds := map[int32]int64{}
+	for p := int32(0); p < drillPartitions; p++ {
+		aEnds[p] = logEnd(t, rawLog(t, a.addr, drillTopic, p))
+		require.Greater(t, aEnds[p], barrierB[p], "A partition %d: records after B's barrier", p)
+	}
+	createDrillMirror(a, "b-to-a", b.addr)
+	start := []string{"--start", "--mirror", "b-to-a", "--topics", drillTopic}
+	out, errOut, code := a.ctlCode(append(start, "--dry-run", "--output", "json")...)
+	plan := drillPlan(t, out)
+	tail := 0
+	for p := int32(0); p < drillPartitions; p++ {
+		n := aEnds[p] - barrierB[p]
+		tail += int(n)
+		if n > 0 {
+			lw := plan[p].LocalWrites
+			require.Equal(t, [3]int64{barrierB[p], aEnds[p], n}, [3]int64{lw.From, lw.To, lw.Records},
+				"A partition %d: the records B never mirrored", p)
+		}
+	}
+	// The drill means to drop them: they are the failover's loss.
+	require.Equal(t, 1, code, "the start would remove %d records of A: stdout %s stderr %s", tail, out, errOut)
+	a.ctl(append(start, "--allow-truncation")...)
+
+	// The planned switchover back: the applications stop on B (they commit
+	// what they processed), the writes stop, A catches up with B's log and
+	// its groups with B's offsets; then A stops its mirror.
+	d.producer.halt()
+	d.endApps(true)
+	bEnds := map[int32]int64{}
+	for p := int32(0); p < drillPartitions; p++ {
+		bEnds[p] = logEnd(t, rawLog(t, b.addr, drillTopic, p))
+	}
+	a.waitPartitions("b-to-a", drillTopic, int(drillPartitions), fmt.Sprintf("caught up to %v", bEnds), func(p partitionDesc) bool {
+		return p.State == "MIRRORING" && p.DestinationOffset == bEnds[p.Partition]
+	})
+	for _, g := range d.groups {
+		onB := groupOffsets(t, b.addr, g.group, drillTopic, drillPartitions)
+		waitGroupOffsets(t, a, g.group, onB)
+		ph := &g.phases[len(g.phases)-1]
+		ph.bound = onB
+	}
+	runA2 := d.producer.start(a.addr)
+	waitRefused(t, d.producer, runA2)
+	stopA := time.Now()
+	a.ctl("--stop", "--wait", "--mirror", "b-to-a", "--topics", drillTopic)
+	barrierA := barrierOffsets(t, a, drillTopic, drillPartitions)
+	for p := int32(0); p < drillPartitions; p++ {
+		require.Equal(t, bEnds[p], barrierA[p], "A partition %d: the failback barrier is after B's last record", p)
+	}
+
+	// The applications back on A.
+	d.startApps("A", a.addr)
+	d.producer.waitFor(drillWait, "writing to A", func(as []produced) bool {
+		return perPartitionProduced(drillPartitions, ackedIn(as, runA2))
+	})
+	d.waitApps(drillWait, "records after A's barrier processed", func(_ *drillGroup, got []consumed) bool {
+		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O > barrierA[c.P] })
+	})
+	d.producer.halt()
+	truth := truthLog(t, a, drillTopic, drillPartitions)
+	d.waitApps(drillWait, "every record of A processed", func(_ *drillGroup, got []consumed) bool {
+		return processedAll(got, truth)
+	})
+	d.endApps(false)
+
+	attempts := d.producer.attempts()
+	checkFence(t, attempts, runB, stopB, barrierB, truth)
+	checkFence(t, attempts, runA2, stopA, barrierA, truth)
+	lost := 0
+	for _, w := range aAcked {
+		if w.O >= barrierB[w.P] {
+			lost++ // acknowledged by A, never mirrored to B, removed by the failback
+			continue
+		}
+		require.Equal(t, w.V, truth[w.P][w.O], "write %s acknowledged by A at partition %d offset %d", w.V, w.P, w.O)
+	}
+	require.Equal(t, tail, lost+unackedTail(t, aAcked, aEnds, barrierB), "A's removed tail")
+	t.Logf("drill: failback: %d writes acknowledged by A, %d of them after B's barrier %v (removed by the failback: %d records); %d acknowledged by B, %d by A after the failback",
+		len(aAcked), lost, barrierB, tail, len(ackedIn(attempts, runB)), len(ackedIn(attempts, runA2)))
+	d.report("failback", truth)
+	a.term()
+	b.term()
+}
+
+// unackedTail counts the records of A's tail (after B's barrier) whose write
+// the producer never saw acknowledged (in flight when A was killed).
+func unackedTail(t testing.TB, acked []produced, aEnds, barrier map[int32]int64) int {
+	t.Helper()
+	n := 0
+	for p, end := range aEnds {
+		have := 0
+		for _, w := range acked {
+			if w.P == p && w.O >= barrier[p] {
+				have++
+			}
+		}
+		require.LessOrEqual(t, int64(have), end-barrier[p], "partition %d", p)
+		n += int(end-barrier[p]) - have
+	}
+	return n
+}
+
+// waitRefused waits until the producer's run had three writes refused.
+func waitRefused(t testing.TB, pa *producerApp, run int) {
+	t.Helper()
+	pa.waitFor(drillWait, "refused by the mirror", func(as []produced) bool {
+		n := 0
+		for _, a := range as {
+			if a.Run == run && a.Err != nil {
+				n++
+			}
+		}
+		return n >= 3
+	})
+}
+
+// waitGroupOffsets waits until group's committed offsets on s are want.
+func waitGroupOffsets(t testing.TB, s *site, group string, want map[int32]int64) {
+	t.Helper()
+	deadline := time.Now().Add(drillWait)
+	for {
+		have := groupOffsets(t, s.addr, group, drillTopic, drillPartitions)
+		if maps.Equal(have, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s on %s: offsets %v, not %v within %v", group, s.name, have, want, drillWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// drillPlan decodes mirrorctl's JSON plan of the drill's topic by partition.
+func drillPlan(t testing.TB, out string) map[int32]planRow {
+	t.Helper()
+	var po planOut
+	require.NoError(t, json.Unmarshal([]byte(out), &po), out)
+	require.Len(t, po.Topics, 1, out)
+	require.Len(t, po.Topics[0].Plan, int(drillPartitions), out)
+	by := map[int32]planRow{}
+	for _, p := range po.Topics[0].Plan {
+		by[p.Partition] = p
+	}
+	return by
 }
