@@ -130,6 +130,7 @@ var authzRules = map[kmsg.Key]authzRule{
 	kmsg.SyncGroup:            authzGroupMembership,
 	kmsg.Heartbeat:            authzGroupMembership,
 	kmsg.LeaveGroup:           authzGroupMembership,
+	kmsg.DeleteGroups:         authzDeleteGroups,
 	kmsg.InitProducerID:       authzInitProducerID,
 	kmsg.AddPartitionsToTxn:   authzAddPartitionsToTxn,
 	kmsg.AddOffsetsToTxn:      authzAddOffsetsToTxn,

@@ -223,3 +223,22 @@ func authzGroupMembership(_ *DataPlane, z *authz, req kmsg.Request, next next) (
 	}
 	return resp, nil
 }
+
+// authzDeleteGroups: DELETE on each group, else GROUP_AUTHORIZATION_FAILED
+// for it and nothing deleted.
+func authzDeleteGroups(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	r := req.(*kmsg.DeleteGroupsRequest)
+	kept, denied := split(r.Groups, func(g string) bool { return z.allowed(OpDelete, ResourceGroup, g) })
+	r.Groups = kept
+	out, err := serveKept(r, len(kept) > 0, next)
+	if err != nil {
+		return out, err
+	}
+	resp := out.(*kmsg.DeleteGroupsResponse)
+	for _, g := range denied {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, codeGroupAuthorizationFailed
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}

@@ -51,6 +51,14 @@ type GroupLister interface {
 	Groups() []string
 }
 
+// GroupDeleter is optionally implemented by a Destination that can delete a
+// group's committed offsets (mirror.LocalDestination does); DeleteGroups is
+// served only with it. DeleteGroupOffsets reports whether the group had
+// offsets.
+type GroupDeleter interface {
+	DeleteGroupOffsets(group string) (bool, error)
+}
+
 // Config configures a DataPlane.
 type Config struct {
 	// Destination is the site served. Required.
@@ -133,6 +141,13 @@ type Config struct {
 	// creating one more is answered COORDINATOR_NOT_AVAILABLE. 0 means
 	// DefaultMaxGroups.
 	MaxGroups int
+	// GroupRejoinGrace is how long after New every group counts as active
+	// for the metadata sync (GroupActive, CommitIfInactive): group
+	// membership is not persisted, so after a site restart the members of
+	// a group rejoin at their next heartbeat, and until then the sync must
+	// not take their group for an empty one. 0 means
+	// DefaultGroupRejoinGrace; negative none.
+	GroupRejoinGrace time.Duration
 	// MaxHeldGroupRequests bounds the JoinGroup and SyncGroup requests held
 	// open at once while their group rebalances (each holds one of the admin
 	// server's MaxInFlightRequests slots); beyond it a JoinGroup is answered
@@ -161,6 +176,7 @@ type DataPlane struct {
 	coord     *coordinator
 	groupReg  *groupRegistry          // which protocol owns each group id
 	classic   *classicGroups          // the classic group protocol
+	started   time.Time               // New's time (Config.GroupRejoinGrace)
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
 	closing   chan struct{}
@@ -217,6 +233,7 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
 		return nil, fmt.Errorf("%w: MinSessionTimeout %v over MaxSessionTimeout %v", ErrConfig, cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
 	}
+	cfg.GroupRejoinGrace = max(orDefault(cfg.GroupRejoinGrace, DefaultGroupRejoinGrace), 0)
 	cfg.InitialRebalanceDelay = orDefault(cfg.InitialRebalanceDelay, DefaultInitialRebalanceDelay)
 	cfg.InitialRebalanceDelay = max(cfg.InitialRebalanceDelay, 0)
 	cfg.MaxGroupSize = orDefaultInt(cfg.MaxGroupSize, DefaultMaxGroupSize)
@@ -230,7 +247,7 @@ func New(cfg Config) (*DataPlane, error) {
 		w = DestinationWriter(cfg.Destination)
 	}
 	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
-		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(),
+		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(), started: time.Now(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	dp.classic = newClassicGroups(classicConfig{initialDelay: cfg.InitialRebalanceDelay, minSession: cfg.MinSessionTimeout,
 		maxSession: cfg.MaxSessionTimeout, maxGroupSize: cfg.MaxGroupSize, maxGroups: cfg.MaxGroups, maxHeld: cfg.MaxHeldGroupRequests},
@@ -296,6 +313,7 @@ var apis = []api{
 	{kmsg.SyncGroup, 0, 5, (*DataPlane).syncGroup},
 	{kmsg.Heartbeat, 0, 4, (*DataPlane).heartbeat},
 	{kmsg.LeaveGroup, 0, 5, (*DataPlane).leaveGroup},
+	{kmsg.DeleteGroups, 0, 2, (*DataPlane).deleteGroups},
 	{kmsg.CreateTopics, 2, 7, (*DataPlane).createTopics},
 	{kmsg.InitProducerID, 0, 4, (*DataPlane).initProducerID},
 	{kmsg.AddPartitionsToTxn, 0, 5, (*DataPlane).addPartitionsToTxn},
@@ -316,13 +334,16 @@ var apis = []api{
 // served reports whether the data plane serves a: CreatePartitions,
 // DeleteTopics and DeleteRecords need a Destination implementing
 // mirror.ClientAdmin; DescribeAcls, CreateAcls and DeleteAcls one implementing
-// LocalACLStore.
+// LocalACLStore; DeleteGroups one implementing GroupDeleter.
 func (dp *DataPlane) served(a api) bool {
 	switch {
 	case clientAdminKeys[a.key]:
 		return dp.clientAdmin() != nil
 	case aclKeys[a.key]:
 		return dp.localACLs() != nil
+	case a.key == kmsg.DeleteGroups:
+		_, ok := dp.dst.(GroupDeleter)
+		return ok && dp.groups() != nil
 	}
 	return true
 }

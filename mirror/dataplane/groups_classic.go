@@ -28,6 +28,10 @@ const (
 	// DefaultMaxGroups bounds the classic groups with members or pending
 	// members.
 	DefaultMaxGroups = 10000
+	// DefaultGroupRejoinGrace is Kafka consumers' default session.timeout.ms:
+	// a live member learns at its next heartbeat, within its session
+	// timeout, that a restarted site lost its membership, and rejoins.
+	DefaultGroupRejoinGrace = 45 * time.Second
 	// DefaultMaxHeldGroupRequests bounds the JoinGroup and SyncGroup
 	// requests held open at once (waiting for a rebalance): half of
 	// admin.DefaultMaxInFlightRequests, so held group requests never take

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/mirror"
 )
 
 // groupCaller serves group requests straight to a data plane.
@@ -117,7 +119,7 @@ func txnWant(want int16) int16 {
 // UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, the memberless commit refused on an
 // active group and accepted once it is Empty.
 func TestClassicGroupFencing(t *testing.T) {
-	s := startSite(t, Config{InitialRebalanceDelay: -1, MaxGroupSize: 3})
+	s := startSite(t, Config{InitialRebalanceDelay: -1, MaxGroupSize: 3, GroupRejoinGrace: -1})
 	s.topic(t, "t", 1)
 	g := groupCaller{t, s.dp}
 
@@ -277,4 +279,81 @@ func TestClassicGroupHeldRequests(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a held join outlived Close")
 	}
+}
+
+// TestClassicGroupACLs: JoinGroup, SyncGroup, Heartbeat and LeaveGroup need
+// READ on the group (GROUP_AUTHORIZATION_FAILED, and no group is made);
+// allowed, the join goes through.
+func TestClassicGroupACLs(t *testing.T) {
+	s := startSite(t, Config{EnforceACLs: true, InitialRebalanceDelay: -1, GroupRejoinGrace: -1})
+	g := groupCaller{t, s.dp}
+	require.Equal(t, codeGroupAuthorizationFailed, g.join(joinRequest("g", "", nil)).ErrorCode)
+	require.Equal(t, codeGroupAuthorizationFailed, g.syncGroup("g", "m", nil, 1, nil).ErrorCode)
+	require.Equal(t, codeGroupAuthorizationFailed, g.heartbeat("g", "m", nil, 1))
+	require.Equal(t, codeGroupAuthorizationFailed, leave(g, "g", "m", nil))
+	require.Nil(t, s.dp.groupReg.ownerOf("g"), "a refused join makes no group")
+	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceGroup, "L", "g", OpRead), allow(ResourceGroup, "L", "g", OpDescribe)}))
+	j := g.join(joinRequest("g", "", str("i")))
+	require.Equal(t, int16(0), j.ErrorCode)
+	require.Equal(t, int16(0), g.heartbeat("g", j.MemberID, str("i"), j.Generation))
+	require.Equal(t, stateCompletingRebalance, describe(t, s, "g").State)
+	require.Equal(t, codeGroupAuthorizationFailed, g.join(joinRequest("h", "", nil)).ErrorCode)
+}
+
+// TestListGroupsClassicStates: ListGroups shows a classic group with
+// members in its state, type "classic", and its state filter selects it.
+func TestListGroupsClassicStates(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: -1, GroupRejoinGrace: -1})
+	s.topic(t, "t", 1)
+	require.NoError(t, s.dst.CommitOffsets("synced", map[mirror.TopicPartition]int64{{Topic: "t", Partition: 0}: 7}))
+	g := groupCaller{t, s.dp}
+	j := g.join(joinRequest("live", "", str("i")))
+	require.Equal(t, int16(0), j.ErrorCode)
+	list := func(states ...string) map[string]string {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version, req.StatesFilter = 5, states
+		out := map[string]string{}
+		for _, lg := range g.serve(req).(*kmsg.ListGroupsResponse).Groups {
+			require.Equal(t, "classic", lg.GroupType)
+			require.Equal(t, "consumer", lg.ProtocolType)
+			out[lg.Group] = lg.GroupState
+		}
+		return out
+	}
+	require.Equal(t, map[string]string{"live": stateCompletingRebalance, "synced": stateEmpty}, list())
+	require.Equal(t, map[string]string{"live": stateCompletingRebalance}, list("completingrebalance"))
+	require.Equal(t, map[string]string{"synced": stateEmpty}, list("Empty"))
+	require.Equal(t, int16(0), g.syncGroup("live", j.MemberID, str("i"), j.Generation, nil).ErrorCode)
+	require.Equal(t, map[string]string{"live": stateStable}, list("STABLE"))
+}
+
+// TestDeleteGroups: a group with members is NON_EMPTY_GROUP and keeps its
+// offsets; an empty one loses them; an unknown one is GROUP_ID_NOT_FOUND;
+// DELETE on the group is needed.
+func TestDeleteGroups(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: -1, GroupRejoinGrace: -1})
+	s.topic(t, "t", 1)
+	tp := mirror.TopicPartition{Topic: "t", Partition: 0}
+	for _, grp := range []string{"idle", "live"} {
+		require.NoError(t, s.dst.CommitOffsets(grp, map[mirror.TopicPartition]int64{tp: 4}))
+	}
+	g := groupCaller{t, s.dp}
+	require.Equal(t, int16(0), g.join(joinRequest("live", "", str("i"))).ErrorCode)
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version, req.Groups = 2, []string{"live", "idle", "nope", ""}
+	codes := map[string]int16{}
+	for _, rg := range g.serve(req).(*kmsg.DeleteGroupsResponse).Groups {
+		codes[rg.Group] = rg.ErrorCode
+	}
+	require.Equal(t, map[string]int16{"live": codeNonEmptyGroup, "idle": 0, "nope": codeGroupIDNotFound, "": codeInvalidGroupID}, codes)
+	require.Nil(t, s.dst.CommittedOffsets("idle"))
+	require.Equal(t, map[mirror.TopicPartition]int64{tp: 4}, s.dst.CommittedOffsets("live"))
+
+	z := startSite(t, Config{EnforceACLs: true})
+	require.NoError(t, z.dst.CommitOffsets("x", map[mirror.TopicPartition]int64{tp: 1}))
+	req.Groups = []string{"x"}
+	resp, err := z.dp.Serve(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, codeGroupAuthorizationFailed, resp.(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode)
+	require.NotNil(t, z.dst.CommittedOffsets("x"))
 }

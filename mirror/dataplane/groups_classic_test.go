@@ -21,7 +21,7 @@ import (
 // groupSiteConfig is a site whose groups rebalance quickly: short session
 // timeouts allowed, a short initial delay.
 func groupSiteConfig() Config {
-	return Config{MinSessionTimeout: 100 * time.Millisecond, InitialRebalanceDelay: 100 * time.Millisecond}
+	return Config{MinSessionTimeout: 100 * time.Millisecond, InitialRebalanceDelay: 100 * time.Millisecond, GroupRejoinGrace: -1}
 }
 
 // produceN produces n records "<tag>-p<partition>-<i>" to every partition

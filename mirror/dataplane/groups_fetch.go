@@ -181,3 +181,39 @@ func (dp *DataPlane) describeGroups(_ context.Context, req kmsg.Request) (kmsg.R
 	}
 	return resp, nil
 }
+
+// deleteGroups serves DeleteGroups: a group's committed offsets are deleted
+// unless it has members (NON_EMPTY_GROUP; the check and the deletion hold
+// its joins off); a group with neither offsets nor members is
+// GROUP_ID_NOT_FOUND.
+func (dp *DataPlane) deleteGroups(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	r := req.(*kmsg.DeleteGroupsRequest)
+	resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	gd, _ := dp.dst.(GroupDeleter)
+	for _, name := range r.Groups {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group = name
+		switch {
+		case gd == nil:
+			rg.ErrorCode = codeCoordinatorNotAvailable
+		case name == "":
+			rg.ErrorCode = codeInvalidGroupID
+		default:
+			var had bool
+			ran, err := dp.groupReg.whileInactive(name, func() (err error) {
+				had, err = gd.DeleteGroupOffsets(name)
+				return err
+			})
+			switch {
+			case !ran:
+				rg.ErrorCode = codeNonEmptyGroup
+			case err != nil:
+				rg.ErrorCode = codeKafkaStorageError
+			case !had:
+				rg.ErrorCode = codeGroupIDNotFound
+			}
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"sort"
 	"sync"
+	"time"
 )
 
 // Group types, as ListGroups (v5) and the Java admin client name them.
@@ -206,11 +207,18 @@ func (r *groupRegistry) validateCommit(group string, c memberCommit) int16 {
 }
 
 // GroupActive reports whether group has members on this data plane (a
-// classic or consumer group in any state other than Empty and Dead). The
-// metadata sync asks it (metasync.GroupGuard) and never overwrites the
-// offsets of an active group.
+// classic or consumer group in any state other than Empty and Dead), or may
+// have: every group is active during Config.GroupRejoinGrace after New,
+// while the members of before a restart rejoin. The metadata sync asks it
+// (metasync.GroupGuard) and never overwrites the offsets of an active group.
 func (dp *DataPlane) GroupActive(group string) bool {
-	return dp.groupReg.active(group)
+	return dp.inRejoinGrace() || dp.groupReg.active(group)
+}
+
+// inRejoinGrace reports whether New was less than Config.GroupRejoinGrace
+// ago.
+func (dp *DataPlane) inRejoinGrace() bool {
+	return time.Since(dp.started) < dp.cfg.GroupRejoinGrace
 }
 
 // CommitIfInactive runs commit unless group has members, and keeps members
@@ -218,5 +226,8 @@ func (dp *DataPlane) GroupActive(group string) bool {
 // on a group a consumer joined between the check and the write
 // (metasync.GroupGuard). It reports whether commit ran, and its error.
 func (dp *DataPlane) CommitIfInactive(group string, commit func() error) (bool, error) {
+	if dp.inRejoinGrace() {
+		return false, nil
+	}
 	return dp.groupReg.whileInactive(group, commit)
 }

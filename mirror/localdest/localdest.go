@@ -404,6 +404,21 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPar
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
+// DeleteGroupOffsets removes every committed offset of group (durably for a
+// file destination) and reports whether it had any.
+func (d *LocalDestination) DeleteGroupOffsets(group string) (bool, error) {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	if _, ok := d.groups[group]; !ok {
+		return false, nil
+	}
+	delete(d.groups, group)
+	if d.root == "" {
+		return true, nil
+	}
+	return true, writeJSON(d.root, groupsFile, d.groups)
+}
+
 // Close implements dest.Destination: it closes every open log, then releases the root's
 // lock of a file destination.
 func (d *LocalDestination) Close() error {
