@@ -69,10 +69,21 @@ type drill struct {
 	partitions int32
 	groups     []*drillGroup
 	producer   *producerApp
+	began      time.Time
+	last       time.Time
+}
+
+// step logs how long the drill took to reach a point (where a run under
+// load spends its time).
+func (d *drill) step(what string) {
+	now := time.Now()
+	d.t.Logf("drill step: %s: %v (%v in all)", what, now.Sub(d.last).Round(time.Millisecond), now.Sub(d.began).Round(time.Millisecond))
+	d.last = now
 }
 
 func newDrill(t testing.TB, topic string, partitions int32, kinds []appKind) *drill {
-	d := &drill{t: t, topic: topic, partitions: partitions, producer: newProducerApp(t, topic, partitions)}
+	d := &drill{t: t, topic: topic, partitions: partitions, producer: newProducerApp(t, topic, partitions),
+		began: time.Now(), last: time.Now()}
 	for _, k := range kinds {
 		d.groups = append(d.groups, &drillGroup{kind: k, group: "drill-" + string(k)})
 	}

@@ -27,6 +27,12 @@ const (
 	drillWait       = 60 * time.Second // bound of every condition a drill waits on
 )
 
+// drillSiteFlags are the kmirrord flags of the drills' sites: a group's
+// first rebalance does not wait for more members, and the offset sync does
+// not wait after a start for members to rejoin (the drills know where their
+// members are: a restarted site of theirs has none).
+var drillSiteFlags = []string{"-group.initial.rebalance.delay.ms", "0", "-group.rejoin.grace.ms", "0"}
+
 // siteProtocolMissing names, by application, what the site lacks to serve
 // it; the drills leave such an application out and say so.
 var siteProtocolMissing = map[appKind]string{
@@ -59,7 +65,7 @@ func TestDrillKafkaToSite(t *testing.T) {
 	kafka := kafkatest.StartPrivate(t, kafkatest.PrivateOptions{NoAuthorizer: true})
 	kafkaAddr := kafka.Addr()
 	kafkatest.CreateTopic(t, kafkatest.NewClient(t, kafka.Brokers()), drillTopic, drillPartitions, 1, nil)
-	site := newSite(t, "DR")
+	site := newSite(t, "DR", drillSiteFlags...)
 	createDrillMirror(site, "kafka-to-dr", kafkaAddr)
 	site.ctl("--start", "--mirror", "kafka-to-dr", "--topics", drillTopic)
 
@@ -69,10 +75,12 @@ func TestDrillKafkaToSite(t *testing.T) {
 	d.waitApps(drillWait, "50 records of each partition processed", func(_ *drillGroup, got []consumed) bool {
 		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O >= 50 })
 	})
+	d.step("on Kafka: 50 records of each partition processed")
 	w := watchSync(t, kafkaAddr, site.addr, drillTopic, drillPartitions, d.groupNames())
 	w.waitRounds(t, 2, drillWait)
 	lastSync := w.halt()
 
+	d.step("two group offset sync rounds seen")
 	// The disaster: the cluster goes, with its applications.
 	kafka.Kill()
 	d.endApps(false)
@@ -90,6 +98,7 @@ func TestDrillKafkaToSite(t *testing.T) {
 		}
 		return n >= 3
 	})
+	d.step("writes refused by the mirror")
 	stopAt := time.Now()
 	site.ctl("--stop", "--wait", "--mirror", "kafka-to-dr", "--topics", drillTopic)
 	barrier := barrierOffsets(t, site, drillTopic, drillPartitions)
@@ -97,6 +106,7 @@ func TestDrillKafkaToSite(t *testing.T) {
 		g.phases[0].bound, g.phases[0].lostFrom = lastSync[g.group], barrier
 	}
 
+	d.step("failed over")
 	// The same applications on the site.
 	d.startApps("site", site.addr)
 	d.producer.waitFor(drillWait, "writing to the site", func(as []produced) bool {
@@ -105,11 +115,13 @@ func TestDrillKafkaToSite(t *testing.T) {
 	d.waitApps(drillWait, "records after the barrier processed", func(_ *drillGroup, got []consumed) bool {
 		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O > barrier[c.P] })
 	})
+	d.step("on the site: records after the barrier processed")
 	d.producer.halt()
 	truth := truthLog(t, site, drillTopic, drillPartitions)
 	d.waitApps(drillWait, "every record of the site processed", func(_ *drillGroup, got []consumed) bool {
 		return processedAll(got, truth)
 	})
+	d.step("on the site: every record processed")
 	d.endApps(false)
 
 	attempts := d.producer.attempts()
@@ -168,8 +180,8 @@ func processedAll(got []consumed, truth map[int32]map[int64]string) bool {
 // last sync the test saw, the planned failback nothing.
 func TestDrillFailback(t *testing.T) {
 	java(t)
-	a := newSite(t, "A", "-group.initial.rebalance.delay.ms", "0")
-	b := newSite(t, "B", "-group.initial.rebalance.delay.ms", "0")
+	a := newSite(t, "A", drillSiteFlags...)
+	b := newSite(t, "B", drillSiteFlags...)
 	createTopic(t, a.addr, drillTopic, drillPartitions)
 	createDrillMirror(b, "a-to-b", a.addr)
 	b.ctl("--start", "--mirror", "a-to-b", "--topics", drillTopic)
@@ -180,10 +192,12 @@ func TestDrillFailback(t *testing.T) {
 	d.waitApps(drillWait, "50 records of each partition processed", func(_ *drillGroup, got []consumed) bool {
 		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O >= 50 })
 	})
+	d.step("on A: 50 records of each partition processed")
 	w := watchSync(t, a.addr, b.addr, drillTopic, drillPartitions, d.groupNames())
 	w.waitRounds(t, 2, drillWait)
 	lastSync := w.halt()
 
+	d.step("two group offset sync rounds seen")
 	// The link to B is cut first (B pauses), so A takes writes, and its
 	// applications read records, that B never gets; then A is lost with
 	// its applications.
@@ -195,6 +209,7 @@ func TestDrillFailback(t *testing.T) {
 	d.waitApps(drillWait, "records B never got processed", func(_ *drillGroup, got []consumed) bool {
 		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O >= paused[c.P]+5 })
 	})
+	d.step("on A: records B never got processed")
 	a.kill9()
 	d.endApps(false)
 	d.producer.halt()
@@ -203,12 +218,14 @@ func TestDrillFailback(t *testing.T) {
 	// Failover to B.
 	runB := d.producer.start(b.addr)
 	waitRefused(t, d.producer, runB)
+	d.step("writes refused by B")
 	stopB := time.Now()
 	b.ctl("--stop", "--wait", "--mirror", "a-to-b", "--topics", drillTopic)
 	barrierB := barrierOffsets(t, b, drillTopic, drillPartitions)
 	for _, g := range d.groups {
 		g.phases[0].bound, g.phases[0].lostFrom = lastSync[g.group], barrierB
 	}
+	d.step("B failed over")
 	d.startApps("B", b.addr)
 	d.producer.waitFor(drillWait, "writing to B", func(as []produced) bool {
 		return perPartitionProduced(drillPartitions, ackedIn(as, runB))
@@ -217,6 +234,7 @@ func TestDrillFailback(t *testing.T) {
 		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O > barrierB[c.P] })
 	})
 
+	d.step("on B: records after the barrier processed")
 	// Failback: A restarts and mirrors B. Its records B never got (after
 	// B's barrier) are exactly what the plan says the start removes.
 	a.start()
@@ -243,6 +261,7 @@ func TestDrillFailback(t *testing.T) {
 	require.Equal(t, 1, code, "the start would remove %d records of A: stdout %s stderr %s", tail, out, errOut)
 	a.ctl(append(start, "--allow-truncation")...)
 
+	d.step("A restarted and mirrors B")
 	// The planned switchover back: the applications stop on B (they commit
 	// what they processed), the writes stop, A catches up with B's log and
 	// its groups with B's offsets; then A stops its mirror.
@@ -255,14 +274,17 @@ func TestDrillFailback(t *testing.T) {
 	a.waitPartitions("b-to-a", drillTopic, int(drillPartitions), fmt.Sprintf("caught up to %v", bEnds), func(p partitionDesc) bool {
 		return p.State == "MIRRORING" && p.DestinationOffset == bEnds[p.Partition]
 	})
+	d.step("the applications stopped on B, A caught up")
 	for _, g := range d.groups {
 		onB := groupOffsets(t, b.addr, g.group, drillTopic, drillPartitions)
 		waitGroupOffsets(t, a, g.group, onB)
 		ph := &g.phases[len(g.phases)-1]
 		ph.bound = onB
 	}
+	d.step("A's groups at B's offsets")
 	runA2 := d.producer.start(a.addr)
 	waitRefused(t, d.producer, runA2)
+	d.step("writes refused by A")
 	stopA := time.Now()
 	a.ctl("--stop", "--wait", "--mirror", "b-to-a", "--topics", drillTopic)
 	barrierA := barrierOffsets(t, a, drillTopic, drillPartitions)
@@ -270,6 +292,7 @@ func TestDrillFailback(t *testing.T) {
 		require.Equal(t, bEnds[p], barrierA[p], "A partition %d: the failback barrier is after B's last record", p)
 	}
 
+	d.step("A failed back")
 	// The applications back on A.
 	d.startApps("A", a.addr)
 	d.producer.waitFor(drillWait, "writing to A", func(as []produced) bool {
@@ -278,11 +301,13 @@ func TestDrillFailback(t *testing.T) {
 	d.waitApps(drillWait, "records after A's barrier processed", func(_ *drillGroup, got []consumed) bool {
 		return perPartition(drillPartitions, got, func(c consumed) bool { return c.O > barrierA[c.P] })
 	})
+	d.step("on A: records after the barrier processed")
 	d.producer.halt()
 	truth := truthLog(t, a, drillTopic, drillPartitions)
 	d.waitApps(drillWait, "every record of A processed", func(_ *drillGroup, got []consumed) bool {
 		return processedAll(got, truth)
 	})
+	d.step("on A: every record processed")
 	d.endApps(false)
 
 	attempts := d.producer.attempts()
