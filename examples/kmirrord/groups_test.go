@@ -110,7 +110,7 @@ func TestConsumerGroupAcrossRestart(t *testing.T) {
 	require.Equal(t, "Stable", describe().State)
 
 	d.stop(t)
-	d = startRun(t, args...)
+	startRun(t, args...) // stopped by its cleanup
 	produce("after")
 	require.Eventually(t, func() bool { return count() == 20 }, 30*time.Second, 20*time.Millisecond)
 	mu.Lock()

@@ -108,7 +108,6 @@ type classicMember struct {
 	syncVersion      int16
 	session          *time.Timer
 	sessionSeq       int64
-	heartbeatOK      bool // a heartbeat, join or sync arrived in the current session period
 }
 
 func newClassicGroups(cfg classicConfig, reg *groupRegistry, closing <-chan struct{}) *classicGroups {
@@ -214,7 +213,7 @@ func (c *classicGroups) validateCommit(group string, mc memberCommit) int16 {
 		return codeRebalanceInProgress
 	}
 	if m := g.members[mc.MemberID]; m != nil {
-		m.heartbeatOK = true // a commit shows the member alive, as Kafka's does
+		c.resetSession(g, m) // a commit shows the member alive, as Kafka's does
 	}
 	return 0
 }

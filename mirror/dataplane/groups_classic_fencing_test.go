@@ -228,9 +228,7 @@ func TestClassicGroupFencing(t *testing.T) {
 	// LeaveGroup v3 batch: per member answers.
 	lv := kmsg.NewPtrLeaveGroupRequest()
 	lv.Version, lv.Group = 5, "g"
-	for _, m := range []kmsg.LeaveGroupRequestMember{{MemberID: "old", InstanceID: str("i1")}, {MemberID: "nope"}, {MemberID: m1}, {MemberID: pend.MemberID}} {
-		lv.Members = append(lv.Members, m)
-	}
+	lv.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "old", InstanceID: str("i1")}, {MemberID: "nope"}, {MemberID: m1}, {MemberID: pend.MemberID}}
 	lr := g.serve(lv).(*kmsg.LeaveGroupResponse)
 	require.Equal(t, []int16{codeFencedInstanceID, codeUnknownMemberID, 0, 0},
 		[]int16{lr.Members[0].ErrorCode, lr.Members[1].ErrorCode, lr.Members[2].ErrorCode, lr.Members[3].ErrorCode})
@@ -356,4 +354,67 @@ func TestDeleteGroups(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, codeGroupAuthorizationFailed, resp.(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode)
 	require.NotNil(t, z.dst.CommittedOffsets("x"))
+}
+
+// TestClassicGroupInitialDelay: members joining an empty group within the
+// initial rebalance delay form its first generation together.
+func TestClassicGroupInitialDelay(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: 300 * time.Millisecond, GroupRejoinGrace: -1})
+	g := groupCaller{t, s.dp}
+	a := g.joinAsync(joinRequest("g", "", str("a")))
+	time.Sleep(50 * time.Millisecond)
+	b := g.joinAsync(joinRequest("g", "", str("b")))
+	ja, jb := <-a, <-b
+	require.Equal(t, int32(1), ja.Generation)
+	require.Equal(t, int32(1), jb.Generation)
+	leader := ja
+	if jb.MemberID == jb.LeaderID {
+		leader = jb
+	}
+	require.Len(t, leader.Members, 2, "one generation with both members")
+}
+
+// TestClassicGroupLimits: MaxGroups groups with members at most
+// (COORDINATOR_NOT_AVAILABLE beyond); a member id handed out with
+// MEMBER_ID_REQUIRED and never used expires after the session timeout and
+// frees its place (MaxGroupSize) and the group.
+func TestClassicGroupLimits(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: -1, GroupRejoinGrace: -1, MaxGroups: 1, MaxGroupSize: 1, MinSessionTimeout: 10 * time.Millisecond})
+	g := groupCaller{t, s.dp}
+	short := joinRequest("g", "", nil)
+	short.SessionTimeoutMillis = 100
+	require.Equal(t, codeMemberIDRequired, g.join(short).ErrorCode)
+	require.Equal(t, codeGroupMaxSizeReached, g.join(joinRequest("g", "", nil)).ErrorCode)
+	require.Equal(t, codeCoordinatorNotAvailable, g.join(joinRequest("h", "", nil)).ErrorCode)
+	require.Eventually(t, func() bool { return s.dp.groupReg.ownerOf("g") == nil }, 5*time.Second, 5*time.Millisecond, "the pending member expires, the group is dropped")
+	require.Equal(t, codeMemberIDRequired, g.join(joinRequest("h", "", nil)).ErrorCode)
+}
+
+// TestClassicGroupAbandonedJoin: a held JoinGroup whose request ends (the
+// client went away) no longer counts as joined: the join phase ends at the
+// rebalance timeout without that member.
+func TestClassicGroupAbandonedJoin(t *testing.T) {
+	s := startSite(t, Config{InitialRebalanceDelay: -1, GroupRejoinGrace: -1})
+	g := groupCaller{t, s.dp}
+	short := func(instance string, member string) *kmsg.JoinGroupRequest {
+		r := joinRequest("g", member, str(instance))
+		r.RebalanceTimeoutMillis = 300
+		return r
+	}
+	a := g.join(short("a", ""))
+	require.Equal(t, int16(0), g.syncGroup("g", a.MemberID, str("a"), a.Generation, nil).ErrorCode)
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		_, err := s.dp.Serve(ctx, short("b", ""))
+		gone <- err
+	}()
+	require.Eventually(t, func() bool { return describe(t, s, "g").State == statePreparingRebalance }, 5*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-gone, context.Canceled)
+	j := g.join(short("a", a.MemberID))
+	require.Equal(t, int16(0), j.ErrorCode)
+	require.Equal(t, int32(2), j.Generation)
+	require.Len(t, j.Members, 1, "b left with its request")
+	require.Len(t, describe(t, s, "g").Members, 1)
 }

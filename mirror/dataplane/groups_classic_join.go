@@ -51,7 +51,7 @@ func (dp *DataPlane) joinGroup(ctx context.Context, req kmsg.Request) (kmsg.Resp
 	}
 	j := joinArgs{r: r, session: session, rebalance: rebalance, clientID: clientID, clientHost: host}
 	c.mu.Lock()
-	ch, answer := c.join(j)
+	ch, answer := c.join(&j)
 	if answer != nil {
 		c.mu.Unlock()
 		return answer, nil
@@ -83,7 +83,7 @@ type joinArgs struct {
 
 // join runs a JoinGroup under c.mu: either an answer now, or the channel
 // the answer will come on (the request is then held).
-func (c *classicGroups) join(j joinArgs) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
+func (c *classicGroups) join(j *joinArgs) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
 	r := j.r
 	now := func(code int16) (chan *kmsg.JoinGroupResponse, *kmsg.JoinGroupResponse) {
 		resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
@@ -121,10 +121,10 @@ func (c *classicGroups) join(j joinArgs) (chan *kmsg.JoinGroupResponse, *kmsg.Jo
 		return now(codeCoordinatorLoadInProgress)
 	}
 	if r.MemberID == "" {
-		return c.joinUnknown(g, &j)
+		return c.joinUnknown(g, j)
 	}
 	j.memberID = r.MemberID
-	return c.joinKnown(g, &j)
+	return c.joinKnown(g, j)
 }
 
 // acceptsProtocols reports whether a member with this protocol type and
@@ -213,7 +213,7 @@ func (c *classicGroups) joinKnown(g *classicGroup, j *joinArgs) (chan *kmsg.Join
 	case stateCompletingRebalance:
 		if sameProtocols(m.protocols, r.Protocols) {
 			// The join response was lost: send it again.
-			m.heartbeatOK = true
+			c.resetSession(g, m)
 			return nil, c.joinResponse(g, m, r.Version)
 		}
 		c.updateMember(g, m, j)
@@ -222,7 +222,7 @@ func (c *classicGroups) joinKnown(g *classicGroup, j *joinArgs) (chan *kmsg.Join
 		return ch, nil
 	case stateStable:
 		if m.id != g.leader && sameProtocols(m.protocols, r.Protocols) {
-			m.heartbeatOK = true
+			c.resetSession(g, m)
 			return nil, c.joinResponse(g, m, r.Version)
 		}
 		c.updateMember(g, m, j)
@@ -310,15 +310,14 @@ func (c *classicGroups) updateMember(g *classicGroup, m *classicMember, j *joinA
 	c.resetSession(g, m)
 }
 
-// awaitJoin registers the member's held join (answering a previous one
-// still held, as Kafka does, with UNKNOWN_MEMBER_ID... it is superseded).
+// awaitJoin registers the member's held join; a previous join of the member
+// still held is superseded and answered UNKNOWN_MEMBER_ID.
 func (c *classicGroups) awaitJoin(m *classicMember, version int16) chan *kmsg.JoinGroupResponse {
 	if m.join != nil {
 		m.join <- m.joinFailure(codeUnknownMemberID)
 	}
 	m.join = make(chan *kmsg.JoinGroupResponse, 1)
 	m.joinVersion = version
-	m.heartbeatOK = true
 	return m.join
 }
 
@@ -524,7 +523,6 @@ func (c *classicGroups) resetSession(g *classicGroup, m *classicMember) {
 	}
 	m.sessionSeq++
 	seq, id := m.sessionSeq, m
-	m.heartbeatOK = false
 	m.session = time.AfterFunc(m.sessionTimeout, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -536,10 +534,11 @@ func (c *classicGroups) resetSession(g *classicGroup, m *classicMember) {
 	})
 }
 
-// sessionExpired removes a member whose session ended without a heartbeat
-// (a member waiting in a JoinGroup or SyncGroup is alive).
+// sessionExpired removes a member whose session ended without a heartbeat,
+// commit, join or sync (a member waiting in a JoinGroup or SyncGroup is
+// alive).
 func (c *classicGroups) sessionExpired(g *classicGroup, m *classicMember) {
-	if m.join != nil || m.sync != nil || m.heartbeatOK {
+	if m.join != nil || m.sync != nil {
 		c.resetSession(g, m)
 		return
 	}

@@ -169,7 +169,7 @@ func (c *classicGroups) heartbeatCode(r *kmsg.HeartbeatRequest) int16 {
 	if r.Generation != g.generation {
 		return codeIllegalGeneration
 	}
-	m.heartbeatOK = true
+	c.resetSession(g, m)
 	if g.state == statePreparingRebalance {
 		return codeRebalanceInProgress
 	}

@@ -329,7 +329,10 @@ func runSarama(t *testing.T, s *site, group string) (*saramaHandler, func()) {
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
-	cfg.Consumer.Group.Session.Timeout = time.Second
+	// Sarama stops heartbeating when told of a rebalance and commits once
+	// its claims are released: a session timeout of 1 s can expire first
+	// (the member is then removed and its commit refused, as Kafka does).
+	cfg.Consumer.Group.Session.Timeout = 6 * time.Second
 	cfg.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
 	cfg.Metadata.RefreshFrequency = 100 * time.Millisecond
