@@ -1,6 +1,9 @@
 package dataplane
 
 import (
+	"sort"
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -222,6 +225,71 @@ func authzGroupMembership(_ *DataPlane, z *authz, req kmsg.Request, next next) (
 		r.ErrorCode = codeGroupAuthorizationFailed
 	}
 	return resp, nil
+}
+
+// authzConsumerGroupHeartbeat: READ on the group (GROUP_AUTHORIZATION_FAILED),
+// then DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED
+// naming the refused topics), as Kafka's; refused, the heartbeat changes
+// nothing.
+func authzConsumerGroupHeartbeat(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	r := req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !z.allowed(OpRead, ResourceGroup, r.Group) {
+		resp.ErrorCode, resp.ErrorMessage = codeGroupAuthorizationFailed, kmsg.StringPtr("not authorized: READ on GROUP")
+		return resp, nil
+	}
+	var refused []string
+	for _, t := range r.SubscribedTopicNames {
+		if !z.allowed(OpDescribe, ResourceTopic, t) {
+			refused = append(refused, t)
+		}
+	}
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		resp.ErrorCode = codeTopicAuthorizationFailed
+		resp.ErrorMessage = kmsg.StringPtr("Unauthorized topics: [" + strings.Join(refused, ", ") + "]")
+		return resp, nil
+	}
+	return next(r)
+}
+
+// authzConsumerGroupDescribe: DESCRIBE on each group
+// (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every topic of its members'
+// assignments (TOPIC_AUTHORIZATION_FAILED for the group), as Kafka's; a
+// refused group shows nothing but its id and code.
+func authzConsumerGroupDescribe(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	out, err := next(req)
+	if err != nil {
+		return out, err
+	}
+	resp := out.(*kmsg.ConsumerGroupDescribeResponse)
+	for i, g := range resp.Groups {
+		code := int16(0)
+		if !z.allowed(OpDescribe, ResourceGroup, g.Group) {
+			code = codeGroupAuthorizationFailed
+		} else if g.ErrorCode == 0 && !describedTopicsAllowed(z, g) {
+			code = codeTopicAuthorizationFailed
+		}
+		if code != 0 {
+			d := kmsg.NewConsumerGroupDescribeResponseGroup()
+			d.Group, d.ErrorCode = g.Group, code
+			resp.Groups[i] = d
+		}
+	}
+	return resp, nil
+}
+
+func describedTopicsAllowed(z *authz, g kmsg.ConsumerGroupDescribeResponseGroup) bool {
+	for _, m := range g.Members {
+		for _, a := range [][]kmsg.AssignmentTopicPartition{m.Assignment.TopicPartitions, m.TargetAssignment.TopicPartitions} {
+			for _, tp := range a {
+				if !z.allowed(OpDescribe, ResourceTopic, tp.Topic) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // authzDeleteGroups: DELETE on each group, else GROUP_AUTHORIZATION_FAILED

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/internal/consumergroup"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
 )
@@ -155,6 +156,25 @@ type Config struct {
 	// REBALANCE_IN_PROGRESS, which clients retry. Keep it below the server's
 	// MaxInFlightRequests. 0 means DefaultMaxHeldGroupRequests.
 	MaxHeldGroupRequests int
+
+	// The KIP-848 consumer group protocol (ConsumerGroupHeartbeat,
+	// ConsumerGroupDescribe); see Groups in the package documentation.
+
+	// ConsumerSessionTimeout is Kafka's group.consumer.session.timeout.ms:
+	// a member not heard from for this long is removed; 0 means
+	// DefaultConsumerSessionTimeout.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is Kafka's
+	// group.consumer.heartbeat.interval.ms, told to every member; 0 means
+	// DefaultConsumerHeartbeatInterval.
+	ConsumerHeartbeatInterval time.Duration
+	// MaxConsumerGroupSize bounds the members of one consumer group
+	// (GROUP_MAX_SIZE_REACHED beyond); 0 means DefaultMaxConsumerGroupSize.
+	MaxConsumerGroupSize int
+	// MaxConsumerGroups bounds the consumer groups with members: a heartbeat
+	// creating one more is answered COORDINATOR_NOT_AVAILABLE. 0 means
+	// DefaultMaxConsumerGroups.
+	MaxConsumerGroups int
 }
 
 // DataPlane serves a Destination over the Kafka protocol; see the package
@@ -176,6 +196,7 @@ type DataPlane struct {
 	coord     *coordinator
 	groupReg  *groupRegistry          // which protocol owns each group id
 	classic   *classicGroups          // the classic group protocol
+	consumer  *consumerGroups         // the KIP-848 consumer group protocol
 	started   time.Time               // New's time (Config.GroupRejoinGrace)
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
@@ -193,7 +214,8 @@ func New(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
 	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0,
 		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0,
-		cfg.MinSessionTimeout < 0 || cfg.MaxSessionTimeout < 0 || cfg.MaxGroupSize < 0 || cfg.MaxGroups < 0 || cfg.MaxHeldGroupRequests < 0:
+		cfg.MinSessionTimeout < 0 || cfg.MaxSessionTimeout < 0 || cfg.MaxGroupSize < 0 || cfg.MaxGroups < 0 || cfg.MaxHeldGroupRequests < 0,
+		cfg.ConsumerSessionTimeout < 0 || cfg.ConsumerHeartbeatInterval < 0 || cfg.MaxConsumerGroupSize < 0 || cfg.MaxConsumerGroups < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	}
 	if cfg.ProducerIDs == nil {
@@ -246,12 +268,23 @@ func New(cfg Config) (*DataPlane, error) {
 	if w == nil {
 		w = DestinationWriter(cfg.Destination)
 	}
+	cfg.ConsumerSessionTimeout = orDefault(cfg.ConsumerSessionTimeout, DefaultConsumerSessionTimeout)
+	cfg.ConsumerHeartbeatInterval = orDefault(cfg.ConsumerHeartbeatInterval, DefaultConsumerHeartbeatInterval)
+	if cfg.ConsumerHeartbeatInterval >= cfg.ConsumerSessionTimeout {
+		return nil, fmt.Errorf("%w: ConsumerHeartbeatInterval %v not below ConsumerSessionTimeout %v", ErrConfig, cfg.ConsumerHeartbeatInterval, cfg.ConsumerSessionTimeout)
+	}
+	cfg.MaxConsumerGroupSize = orDefaultInt(cfg.MaxConsumerGroupSize, DefaultMaxConsumerGroupSize)
+	cfg.MaxConsumerGroups = orDefaultInt(cfg.MaxConsumerGroups, DefaultMaxConsumerGroups)
 	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
 		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(), started: time.Now(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	dp.classic = newClassicGroups(classicConfig{initialDelay: cfg.InitialRebalanceDelay, minSession: cfg.MinSessionTimeout,
 		maxSession: cfg.MaxSessionTimeout, maxGroupSize: cfg.MaxGroupSize, maxGroups: cfg.MaxGroups, maxHeld: cfg.MaxHeldGroupRequests},
 		dp.groupReg, dp.closing)
+	dp.consumer = newConsumerGroups(consumerConfig{group: consumergroup.Config{SessionTimeout: cfg.ConsumerSessionTimeout,
+		HeartbeatInterval: cfg.ConsumerHeartbeatInterval, MaxMembers: cfg.MaxConsumerGroupSize}, maxGroups: cfg.MaxConsumerGroups},
+		dp.groupReg, dp.dst)
+	go dp.consumer.run(dp.closing)
 	go dp.checkLoop()
 	return dp, nil
 }
@@ -280,6 +313,7 @@ func (dp *DataPlane) Close() error {
 		dp.classic.close()
 	})
 	<-dp.checkDone
+	<-dp.consumer.done
 	return nil
 }
 
@@ -313,6 +347,8 @@ var apis = []api{
 	{kmsg.SyncGroup, 0, 5, (*DataPlane).syncGroup},
 	{kmsg.Heartbeat, 0, 4, (*DataPlane).heartbeat},
 	{kmsg.LeaveGroup, 0, 5, (*DataPlane).leaveGroup},
+	{kmsg.ConsumerGroupHeartbeat, 0, 1, (*DataPlane).consumerGroupHeartbeat},
+	{kmsg.ConsumerGroupDescribe, 0, 1, (*DataPlane).consumerGroupDescribe},
 	{kmsg.DeleteGroups, 0, 2, (*DataPlane).deleteGroups},
 	{kmsg.CreateTopics, 2, 7, (*DataPlane).createTopics},
 	{kmsg.InitProducerID, 0, 4, (*DataPlane).initProducerID},

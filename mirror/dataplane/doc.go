@@ -27,9 +27,10 @@
 //     ListTransactions and DescribeTransactions: see Transactions below;
 //   - CreateTopics for plain topics;
 //   - FindCoordinator (groups and transactions), OffsetCommit, OffsetFetch,
-//     ListGroups, DescribeGroups over mirror.GroupOffsets, and the classic
-//     group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup): see
-//     Groups below;
+//     ListGroups, DescribeGroups over mirror.GroupOffsets, the classic
+//     group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and the
+//     KIP-848 consumer protocol (ConsumerGroupHeartbeat,
+//     ConsumerGroupDescribe): see Groups below;
 //   - CreatePartitions, DeleteTopics and DeleteRecords over a Destination
 //     implementing mirror.ClientAdmin (left out of ApiVersions otherwise): a
 //     mirror topic that is not STOPPED is refused per topic (per partition
@@ -187,8 +188,7 @@
 //
 // Committed offsets live in the Destination (mirror.GroupOffsets, durable).
 // Group membership lives in the data plane: a registry (groups_registry.go)
-// gives each group id to one protocol, the classic one here (KIP-848's
-// consumer protocol plugs into the same registry), and answers for both
+// gives each group id to one protocol, classic or consumer (KIP-848), and answers for both
 // kinds which groups are active, what ListGroups and DescribeGroups show,
 // and whether a member's OffsetCommit or TxnOffsetCommit is valid.
 //
@@ -232,6 +232,36 @@
 // take the group for an empty one, so for Config.GroupRejoinGrace (45 s,
 // consumers' default session timeout) after New every group counts as
 // active for it.
+//
+// The consumer protocol (KIP-848: ConsumerGroupHeartbeat and
+// ConsumerGroupDescribe, groups_consumer.go) runs the pure state machine of
+// internal/consumergroup per group: group, target-assignment and member
+// epochs; the server-side assignors "uniform" (the default) and "range",
+// chosen by the members' ServerAssignor; subscriptions by topic names or a
+// regular expression (re-matched every 10 s); a partition moves to another
+// member only once a heartbeat of its old owner no longer lists it; a
+// member is removed when its session (Config.ConsumerSessionTimeout, Kafka's
+// group.consumer.session.timeout.ms, 45 s) or its rebalance timeout (while it
+// still holds partitions to revoke) runs out, checked every second. Leave is
+// epoch -1; a static member leaves with -2 and keeps its partitions until its
+// session runs out or a member with its instance id takes its place
+// (UNRELEASED_INSTANCE_ID while it is active). A grown subscribed topic, or one
+// created after the subscription, bumps the group epoch and is assigned. A
+// member's OffsetCommit needs v9 and its current epoch (STALE_MEMBER_EPOCH), as
+// does its OffsetFetch v9 (epoch -1 is an admin client). A heartbeat for a
+// group the classic protocol holds is GROUP_ID_NOT_FOUND, a JoinGroup for a
+// consumer group INCONSISTENT_GROUP_PROTOCOL (Kafka without group migration);
+// DescribeGroups answers a consumer group Dead (Kafka's answer before v6) and
+// ConsumerGroupDescribe describes it; ListGroups shows it with type
+// "consumer". As membership is not persisted, a heartbeat at an epoch above
+// 0 for a group the site does not hold is UNKNOWN_MEMBER_ID (Kafka answers
+// GROUP_ID_NOT_FOUND, which the Java client takes as fatal), so the member
+// rejoins. Bounds: Config.MaxConsumerGroupSize members per group
+// (GROUP_MAX_SIZE_REACHED), Config.MaxConsumerGroups groups
+// (COORDINATOR_NOT_AVAILABLE beyond), and per member at most 10000 subscribed
+// topic names of at most 249 bytes, a regular expression of at most 1024
+// bytes and ids of at most 255 (INVALID_REQUEST). An empty consumer group is
+// dropped and its id released; its offsets stay.
 //
 // DeleteGroups (over a Destination implementing GroupDeleter) deletes an
 // empty group's offsets, refuses a group with members (NON_EMPTY_GROUP) and

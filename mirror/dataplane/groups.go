@@ -101,7 +101,7 @@ func (dp *DataPlane) offsetCommit(_ context.Context, req kmsg.Request) (kmsg.Res
 	case r.Group == "":
 		groupCode = codeInvalidGroupID
 	default:
-		groupCode = dp.groupReg.validateCommit(r.Group, memberCommit{MemberID: r.MemberID, InstanceID: r.InstanceID, Generation: r.Generation})
+		groupCode = dp.groupReg.validateCommit(r.Group, memberCommit{MemberID: r.MemberID, InstanceID: r.InstanceID, Generation: r.Generation, Version: r.Version})
 	}
 	offsets := map[mirror.TopicPartition]int64{}
 	for _, rt := range r.Topics {

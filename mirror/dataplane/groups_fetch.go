@@ -9,7 +9,9 @@ import (
 	"github.com/kmirror/kmirror/admin"
 )
 
-// offsetFetch serves OffsetFetch (one group before v8, a list from v8).
+// offsetFetch serves OffsetFetch (one group before v8, a list from v8). From
+// v9 a member of a consumer-protocol group fetches at its current epoch
+// (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); epoch -1 is an admin client.
 func (dp *DataPlane) offsetFetch(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.OffsetFetchRequest)
 	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
@@ -51,6 +53,14 @@ func (dp *DataPlane) offsetFetch(_ context.Context, req kmsg.Request) (kmsg.Resp
 	for _, rg := range r.Groups {
 		g := kmsg.NewOffsetFetchResponseGroup()
 		g.Group, g.ErrorCode = rg.Group, groupCode(rg.Group)
+		if g.ErrorCode == 0 && r.Version >= 9 && rg.MemberEpoch != -1 {
+			// A consumer-protocol member fetches at its current epoch.
+			memberID := ""
+			if rg.MemberID != nil {
+				memberID = *rg.MemberID
+			}
+			g.ErrorCode = dp.consumer.validateFetch(rg.Group, memberID, rg.MemberEpoch)
+		}
 		if g.ErrorCode == 0 {
 			topics := map[string][]int32{}
 			for _, t := range rg.Topics {
@@ -162,7 +172,11 @@ func (dp *DataPlane) describeGroups(_ context.Context, req kmsg.Request) (kmsg.R
 		case name == "":
 			g.ErrorCode, g.State = codeInvalidGroupID, stateDead
 		case owned && v.DescribeCode != 0:
-			g.ErrorCode = v.DescribeCode
+			// Kafka answers a group of another type Dead, with the code from v6.
+			g.State = stateDead
+			if r.Version >= 6 {
+				g.ErrorCode = v.DescribeCode
+			}
 		case owned:
 			g.State, g.ProtocolType, g.Protocol = v.State, v.ProtocolType, v.Protocol
 			for _, m := range v.Members {

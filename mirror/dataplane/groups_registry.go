@@ -57,8 +57,11 @@ type memberView struct {
 type memberCommit struct {
 	MemberID      string
 	InstanceID    *string
-	Generation    int32
+	Generation    int32 // the member epoch for the consumer protocol
 	Transactional bool
+	// Version is the OffsetCommit request's version (a consumer-protocol
+	// member must commit with v9 or later); unused for TxnOffsetCommit.
+	Version int16
 }
 
 // groupProtocol is one group protocol of the data plane. Every method is
