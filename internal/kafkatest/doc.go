@@ -44,9 +44,10 @@
 // binary die first. Private clusters take no cluster lock and may run beside the shared ones;
 // each start costs about 7 s, a restart after Kill about 13 s. StartPrivate skips when Java or
 // the version's jars are not installed (kafka.sh install) and fails instead with
-// KMIRROR_REQUIRE_KAFKA=1. With [PrivateOptions.TieredStorage] the node runs tiered storage on
-// Kafka's LocalTieredStorage (KMIRROR_KAFKA_TIERED_STORAGE=1, from kafka-storage's test jar,
-// which kafka.sh install resolves).
+// KMIRROR_REQUIRE_KAFKA=1. With [PrivateOptions.TieredStorage] the node runs tiered storage
+// (KMIRROR_KAFKA_TIERED_STORAGE=1) on scripts/kafka/FileRemoteStorageManager.java, a remote
+// storage manager that keeps uploaded segments in [Private.RemoteStorageDir] and that kafka.sh
+// install compiles against the installed jars.
 //
 // Concurrency: a test that calls Brokers (or ClusterA/ClusterB) holds the clusters
 // exclusively until it ends, through a flock on <workdir>/tests.lock that spans the test

@@ -54,8 +54,9 @@ type PrivateOptions struct {
 	// ExtraConfig holds server.properties lines appended to the node's configuration
 	// (KMIRROR_KAFKA_EXTRA_CONFIG_C).
 	ExtraConfig string
-	// TieredStorage runs the node with tiered storage on Kafka's LocalTieredStorage
-	// (KMIRROR_KAFKA_TIERED_STORAGE=1); the "remote" segments are kept in [Private.RemoteStorageDir].
+	// TieredStorage runs the node with tiered storage (KMIRROR_KAFKA_TIERED_STORAGE=1) on
+	// kafka.sh's FileRemoteStorageManager; the "remote" segments are kept in
+	// [Private.RemoteStorageDir].
 	TieredStorage bool
 	// NoAuthorizer runs the node without the StandardAuthorizer that cluster C's node has by
 	// default (KMIRROR_KAFKA_C_AUTHORIZER=0).
@@ -146,7 +147,7 @@ func (p *Private) Workdir() string { return p.workdir }
 // DataDir returns the node's log directory (log.dirs).
 func (p *Private) DataDir() string { return filepath.Join(p.workdir, "c1", "data") }
 
-// RemoteStorageDir returns the directory LocalTieredStorage keeps remote segments in (with
+// RemoteStorageDir returns the directory the remote storage manager keeps segments in (with
 // [PrivateOptions.TieredStorage]).
 func (p *Private) RemoteStorageDir() string { return filepath.Join(p.workdir, "c1", "remote-storage") }
 
