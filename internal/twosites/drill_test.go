@@ -33,24 +33,8 @@ const (
 // members are: a restarted site of theirs has none).
 var drillSiteFlags = []string{"-group.initial.rebalance.delay.ms", "0", "-group.rejoin.grace.ms", "0"}
 
-// siteProtocolMissing names, by application, what the site lacks to serve
-// it; the drills leave such an application out and say so.
-var siteProtocolMissing = map[appKind]string{
-	appConsoleConsumer: "the site serves no KIP-848 consumer group protocol (ConsumerGroupHeartbeat) yet: branch wt-kip848",
-}
-
-// drillKinds returns the applications a drill runs.
-func drillKinds(t testing.TB) []appKind {
-	var kinds []appKind
-	for _, k := range []appKind{appConsoleClassic, appConsoleConsumer, appKgoGroup, appKgoAssign} {
-		if why := siteProtocolMissing[k]; why != "" {
-			t.Logf("drill: without %s: %s", k, why)
-			continue
-		}
-		kinds = append(kinds, k)
-	}
-	return kinds
-}
+// drillKinds are the applications every drill runs, each with its group.
+var drillKinds = []appKind{appConsoleClassic, appConsoleConsumer, appKgoGroup, appKgoAssign}
 
 // TestDrillKafkaToSite is the first drill: the applications consume and
 // produce on a real Kafka 4.4 cluster (private to the test, one broker) that
@@ -69,7 +53,7 @@ func TestDrillKafkaToSite(t *testing.T) {
 	createDrillMirror(site, "kafka-to-dr", kafkaAddr)
 	site.ctl("--start", "--mirror", "kafka-to-dr", "--topics", drillTopic)
 
-	d := newDrill(t, drillTopic, drillPartitions, drillKinds(t))
+	d := newDrill(t, drillTopic, drillPartitions, drillKinds)
 	srcRun := d.producer.start(kafkaAddr)
 	d.startApps("kafka", kafkaAddr)
 	d.waitApps(drillWait, "50 records of each partition processed", func(_ *drillGroup, got []consumed) bool {
@@ -186,7 +170,7 @@ func TestDrillFailback(t *testing.T) {
 	createDrillMirror(b, "a-to-b", a.addr)
 	b.ctl("--start", "--mirror", "a-to-b", "--topics", drillTopic)
 
-	d := newDrill(t, drillTopic, drillPartitions, drillKinds(t))
+	d := newDrill(t, drillTopic, drillPartitions, drillKinds)
 	runA := d.producer.start(a.addr)
 	d.startApps("A", a.addr)
 	d.waitApps(drillWait, "50 records of each partition processed", func(_ *drillGroup, got []consumed) bool {
