@@ -161,7 +161,6 @@ type syncWatch struct {
 	mu      sync.Mutex
 	rounds  int
 	last    map[string]map[int32]int64
-	err     error
 	changed chan struct{}
 }
 

@@ -345,12 +345,20 @@ func waitRefused(t testing.TB, pa *producerApp, run int) {
 	})
 }
 
-// waitGroupOffsets waits until group's committed offsets on s are want.
+// waitGroupOffsets waits until group's committed offsets of the drill's
+// topic on s are want.
 func waitGroupOffsets(t testing.TB, s *site, group string, want map[int32]int64) {
+	t.Helper()
+	waitGroupOffsetsOf(t, s, group, drillTopic, want)
+}
+
+// waitGroupOffsetsOf waits until group's committed offsets of topic on s
+// are want.
+func waitGroupOffsetsOf(t testing.TB, s *site, group, topic string, want map[int32]int64) {
 	t.Helper()
 	deadline := time.Now().Add(drillWait)
 	for {
-		have := groupOffsets(t, s.addr, group, drillTopic, drillPartitions)
+		have := groupOffsets(t, s.addr, group, topic, int32(len(want)))
 		if maps.Equal(have, want) {
 			return
 		}
