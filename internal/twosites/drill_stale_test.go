@@ -35,7 +35,7 @@ func TestFailbackStaleGroupOffset(t *testing.T) {
 	require.NoError(t, commitOffsets(ctx, acl, "idle", tp, map[int32]int64{0: 15}))
 	a.kill9()
 	b.ctl("--stop", "--wait", "--mirror", "a-to-b", "--topics", tp) // barrier at 10
-	produceKgo(t, b.addr, tp, 1, 10, "b")                          // 11..20
+	produceKgo(t, b.addr, tp, 1, 10, "b")                           // 11..20
 	require.NoError(t, commitOffsets(ctx, bcl, "moving", tp, map[int32]int64{0: 17}))
 
 	a.start()
