@@ -60,6 +60,8 @@ type options struct {
 	// initialRebalanceDelay is the data plane's group.initial.rebalance.delay.ms
 	// (negative: none).
 	initialRebalanceDelay time.Duration
+	// groupRejoinGrace is the data plane's GroupRejoinGrace (negative: none).
+	groupRejoinGrace time.Duration
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -131,6 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.retry.MaxAttempts, controller.KeyFailedRetryMaxAttempts, def.MaxAttempts, "automatic retries of a FAILED partition before it waits for mirrorctl --recover (`n`, 0: none)")
 	delayMs := fs.Int64("group.initial.rebalance.delay.ms", dataplane.DefaultInitialRebalanceDelay.Milliseconds(),
 		"time the first rebalance of an empty consumer group waits for more members, in `ms` (Kafka's setting; extended per join up to the rebalance timeout; 0: none)")
+	graceMs := fs.Int64("group.rejoin.grace.ms", dataplane.DefaultGroupRejoinGrace.Milliseconds(),
+		"how long after the start every consumer group counts as having members, in `ms`: membership is not kept across a restart, so the mirrors' offset sync leaves the groups alone while their members rejoin (0: none, for a site whose groups have no members to wait for)")
 	fs.DurationVar(&o.unreachable, "source-unreachable-after", mirror.DefaultSourceUnreachableAfter,
 		"how long a mirror's source must have failed a partition before describe and the metrics show it unreachable (0: at the first failure)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
@@ -180,6 +184,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.initialRebalanceDelay = time.Duration(*delayMs) * time.Millisecond
 	if *delayMs == 0 {
 		o.initialRebalanceDelay = -1 // none
+	}
+	if *graceMs < 0 {
+		return nil, usagef("-group.rejoin.grace.ms: %d is negative", *graceMs)
+	}
+	o.groupRejoinGrace = time.Duration(*graceMs) * time.Millisecond
+	if *graceMs == 0 {
+		o.groupRejoinGrace = -1 // none
 	}
 	if o.unreachable < 0 {
 		return nil, usagef("-source-unreachable-after: %v is negative", o.unreachable)
@@ -348,7 +359,7 @@ func (d *daemon) listen(o *options) error {
 	}
 	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port),
 		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers},
-		InitialRebalanceDelay: o.initialRebalanceDelay})
+		InitialRebalanceDelay: o.initialRebalanceDelay, GroupRejoinGrace: o.groupRejoinGrace})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: data plane: %w", err)

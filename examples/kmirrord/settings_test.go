@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kmirror/kmirror/mirror"
+	"github.com/kmirror/kmirror/mirror/dataplane"
 )
 
 // The metadata sync interval and the FAILED retry are flags with the prototype's names.
@@ -45,4 +46,21 @@ func TestSettingsFlags(t *testing.T) {
 		code, out := runOnce(append(append([]string(nil), base...), bad...)...)
 		require.Equal(t, exitUsage, code, "%v: %s", bad, out)
 	}
+}
+
+// -group.rejoin.grace.ms sets the data plane's GroupRejoinGrace: Kafka's session
+// timeout by default, 0 none (negative for the data plane), a negative value refused.
+func TestGroupRejoinGraceFlag(t *testing.T) {
+	base := []string{"-listen", "127.0.0.1:0", "-data", t.TempDir()}
+	o, err := parseFlags(base, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, dataplane.DefaultGroupRejoinGrace, o.groupRejoinGrace)
+	o, err = parseFlags(append(base, "-group.rejoin.grace.ms", "1500"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 1500*time.Millisecond, o.groupRejoinGrace)
+	o, err = parseFlags(append(base, "-group.rejoin.grace.ms", "0"), io.Discard)
+	require.NoError(t, err)
+	require.Negative(t, o.groupRejoinGrace, "0: no grace")
+	code, out := runOnce(append(base, "-group.rejoin.grace.ms", "-1")...)
+	require.Equal(t, exitUsage, code, out)
 }

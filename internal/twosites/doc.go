@@ -9,5 +9,14 @@
 // and __ topics are never mirrored, that a tiered topic is mirrored byte for byte
 // (records only in remote storage too) without its storage configs, and that a
 // killed or frozen source is shown unreachable through FAILED retries and then
-// mirrored on with nothing lost. The package has no non-test code.
+// mirrored on with nothing lost. The disaster-recovery drills run real
+// applications (Kafka's console consumer on the classic and the KIP-848 group
+// protocols, kgo group and manually assigned consumers, a kgo producer) on a
+// primary (a private Kafka 4.4 broker, or a kmirrord site with a failback),
+// lose it, fail over and move the applications: they resume from the synced
+// group offsets, skip nothing, read again at most what they processed after the
+// last offset sync (nothing after a planned switchover), and the producer's
+// writes are refused until the failover and land after its barrier; each
+// group's figures are logged on a "drill:" line. The package has no non-test
+// code.
 package twosites

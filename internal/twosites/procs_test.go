@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(envGroupMember); spec != "" { // a member process of the group benchmarks
 		os.Exit(runGroupMember(spec))
 	}
+	if spec := os.Getenv(envDrillApp); spec != "" { // a consumer application of the DR drills
+		os.Exit(runDrillApp(spec))
+	}
 	code, err := buildAndRun(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "twosites:", err)
