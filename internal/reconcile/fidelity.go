@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -36,11 +37,13 @@ func (f *partitionFidelity) noteSourceEnd(hw int64, at time.Time) {
 	}
 }
 
-// truncated forgets what a truncation of the log to end made unverified.
+// truncated forgets what a truncation of the log to end made unverified, and
+// lowers the destination's group offsets above the new end (groupsTruncated).
 func (r *Partition) fidelityTruncated() {
 	if !r.logReady.Load() {
 		return
 	}
+	r.groupsTruncated()
 	r.fid.gen.Add(1)
 	end := r.log.LogEndOffset()
 	for v := r.fid.verified.Load(); v > end; v = r.fid.verified.Load() {
@@ -225,4 +228,27 @@ func (r *Partition) compacted() bool {
 		return false
 	}
 	return strings.Contains(strings.ToLower(spec.Configs["cleanup.policy"]), "compact")
+}
+
+// groupsTruncated lowers the destination's committed group offsets of this
+// partition that a truncation left above the log end to the end
+// (dest.GroupOffsetLowerer): the records mirrored next take those offsets and are
+// new to the groups. Each lowered offset is logged with the group and both offsets;
+// a failure to store it is logged too (the offsets are then unchanged).
+func (r *Partition) groupsTruncated() {
+	g, ok := r.e.dest.(dest.GroupOffsetLowerer)
+	if !ok {
+		return
+	}
+	end := r.log.LogEndOffset()
+	lowered, err := g.LowerGroupOffsets(dest.TopicPartition{Topic: r.topic, Partition: r.partition}, end)
+	if err != nil {
+		r.e.log.Error("mirror: cannot lower the group offsets a truncation left beyond the log end; a group resuming there would skip the records mirrored next",
+			"mirror", r.mirror, "topic", r.topic, "partition", r.partition, "end", end, "err", err)
+		return
+	}
+	for _, l := range lowered {
+		r.e.log.Warn("mirror: a truncation lowered a group's committed offset to the new log end (the records above it are gone; the group reads what is mirrored next)",
+			"mirror", r.mirror, "topic", r.topic, "partition", r.partition, "group", l.Group, "from", l.From, "to", l.To)
+	}
 }

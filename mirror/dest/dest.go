@@ -95,6 +95,24 @@ type GroupOffsets interface {
 	CommitOffsets(group string, offsets map[TopicPartition]int64) error
 }
 
+// GroupOffsetLowerer is optionally implemented by a Destination that keeps group
+// offsets. After a mirror truncation cut a partition's log to end (a failback's LME
+// truncation, a divergence, a stop's LSO cut), a committed offset above end points
+// past records that are gone; the records mirrored next take those offsets and are new
+// to the group, so a group resuming there would skip them without an error (the offset
+// sync never rewinds an offset). LowerGroupOffsets sets every committed offset of tp
+// above end to end, durably, and returns what it lowered.
+type GroupOffsetLowerer interface {
+	LowerGroupOffsets(tp TopicPartition, end int64) ([]LoweredGroupOffset, error)
+}
+
+// LoweredGroupOffset is one committed offset a truncation lowered: group's offset on
+// the partition went From -> To.
+type LoweredGroupOffset struct {
+	Group    string
+	From, To int64
+}
+
 // ClientAdmin is optionally implemented by a Destination: the host-facing topic admin
 // operations, what a broker's CreatePartitions, DeleteTopics and DeleteRecords handlers
 // call for a client. A mirror topic that is not STOPPED refuses them with

@@ -503,6 +503,31 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPar
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
+// LowerGroupOffsets implements dest.GroupOffsetLowerer: every committed offset of
+// tp above end becomes end (durably for a file destination).
+func (d *LocalDestination) LowerGroupOffsets(tp dest.TopicPartition, end int64) ([]dest.LoweredGroupOffset, error) {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	k := roKey(tp.Topic, tp.Partition)
+	var lowered []dest.LoweredGroupOffset
+	for _, group := range groupNames(d.groups) {
+		if off, ok := d.groups[group][k]; ok && off > end {
+			d.groups[group][k] = end
+			lowered = append(lowered, dest.LoweredGroupOffset{Group: group, From: off, To: end})
+		}
+	}
+	if len(lowered) == 0 || d.root == "" {
+		return lowered, nil
+	}
+	if err := writeJSON(d.root, groupsFile, d.groups); err != nil {
+		for _, l := range lowered { // not durable: keep what is on disk, so a retry sees it
+			d.groups[l.Group][k] = l.From
+		}
+		return nil, err
+	}
+	return lowered, nil
+}
+
 // DeleteGroupOffsets removes every committed offset of group (durably for a
 // file destination) and reports whether it had any.
 func (d *LocalDestination) DeleteGroupOffsets(group string) (bool, error) {
