@@ -53,6 +53,9 @@ type Fetcher struct {
 	probe  bool
 	cancel context.CancelFunc
 	done   chan struct{}
+	// sessions are the loop's incremental fetch sessions, one per source
+	// broker (KIP-227), put in the context of each of its fetches.
+	sessions FetchSessions
 
 	mu      sync.Mutex // guards the fields below
 	ops     []op
