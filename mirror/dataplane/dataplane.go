@@ -113,6 +113,16 @@ type Config struct {
 	// ACLPolicy holds the super users and what a resource no ACL refers to
 	// allows; used only with EnforceACLs.
 	ACLPolicy ACLPolicy
+	// FetchSessionCacheSlots bounds the incremental fetch sessions
+	// (KIP-227) held at once, Kafka's
+	// max.incremental.fetch.session.cache.slots; 0 means
+	// DefaultFetchSessionCacheSlots, negative turns sessions off (every
+	// full fetch is answered with SessionID 0). See fetchsession.go.
+	FetchSessionCacheSlots int
+	// FetchSessionMaxPartitions bounds the partitions of one session; 0
+	// means DefaultFetchSessionMaxPartitions. A fetch needing more is
+	// served without a session.
+	FetchSessionMaxPartitions int
 }
 
 // DataPlane serves a Destination over the Kafka protocol; see the package
@@ -122,6 +132,8 @@ type DataPlane struct {
 	dst    mirror.Destination
 	writer Writer
 	pids   *pidAllocator
+
+	sessions *fetchSessions
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced on every append through Produce
@@ -146,6 +158,8 @@ func New(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("%w: nil Destination", ErrConfig)
 	case cfg.AdvertisedHost == "" || cfg.AdvertisedPort <= 0:
 		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
+	case cfg.FetchSessionMaxPartitions < 0:
+		return nil, fmt.Errorf("%w: negative FetchSessionMaxPartitions", ErrConfig)
 	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0,
 		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
@@ -179,6 +193,12 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
+	if cfg.FetchSessionCacheSlots == 0 {
+		cfg.FetchSessionCacheSlots = DefaultFetchSessionCacheSlots
+	}
+	if cfg.FetchSessionMaxPartitions == 0 {
+		cfg.FetchSessionMaxPartitions = DefaultFetchSessionMaxPartitions
+	}
 	if cfg.DefaultPartitions == 0 {
 		cfg.DefaultPartitions = 1
 	}
@@ -189,7 +209,7 @@ func New(cfg Config) (*DataPlane, error) {
 	if w == nil {
 		w = DestinationWriter(cfg.Destination)
 	}
-	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
+	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, sessions: newFetchSessions(cfg.FetchSessionCacheSlots, cfg.FetchSessionMaxPartitions), writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
 		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	go dp.checkLoop()

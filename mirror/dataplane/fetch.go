@@ -26,10 +26,37 @@ func (dp *DataPlane) fetchWith(ctx context.Context, r *kmsg.FetchRequest, rb *re
 	if r.Version >= 4 && r.IsolationLevel != fetcher.ReadUncommitted && r.IsolationLevel != fetcher.ReadCommitted {
 		return nil, fmt.Errorf("dataplane: fetch isolation level %d", r.IsolationLevel)
 	}
-	if r.Version >= 7 && (r.SessionID != 0 || r.SessionEpoch > 0) {
-		// Sessions are not kept: every fetch is a full one (SessionID 0).
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = codeFetchSessionIDNotFound
+	topics, askSession := r.Topics, false
+	var inc *incremental
+	if r.Version >= 7 {
+		switch r.SessionEpoch {
+		case sessionFinal, sessionInitial:
+			if r.SessionID != 0 {
+				dp.sessions.remove(r.SessionID) // closed by a full fetch
+			}
+			askSession = r.SessionEpoch == sessionInitial
+		default:
+			var code int16
+			if inc, code = dp.sessions.begin(ctx, r); code != 0 {
+				resp := r.ResponseKind().(*kmsg.FetchResponse)
+				resp.ErrorCode = code
+				return resp, nil
+			}
+			if inc != nil {
+				defer inc.done()
+				topics = inc.topics
+			}
+		}
+	}
+	denied := dp.sessionDenied(ctx, r, inc)
+	finish := func(resp *kmsg.FetchResponse) (kmsg.Response, error) {
+		switch {
+		case inc != nil:
+			inc.filter(resp)
+			resp.SessionID = inc.s.id
+		case askSession:
+			resp.SessionID = dp.sessions.create(r, fetchReplica(r) >= 0, resp)
+		}
 		return resp, nil
 	}
 	wait := min(time.Duration(max(r.MaxWaitMillis, 0))*time.Millisecond, dp.cfg.MaxWait)
@@ -38,9 +65,9 @@ func (dp *DataPlane) fetchWith(ctx context.Context, r *kmsg.FetchRequest, rb *re
 	var poll *time.Ticker
 	for {
 		woken := dp.waitChan() // before reading, so an append during the read wakes us
-		resp, ready, immediate := dp.readFetch(ctx, r, rb)
+		resp, ready, immediate := dp.readFetch(ctx, r, topics, denied, rb)
 		if immediate || ready >= int(r.MinBytes) || wait <= 0 {
-			return resp, nil
+			return finish(resp)
 		}
 		if poll == nil {
 			poll = time.NewTicker(dp.cfg.PollInterval)
@@ -48,16 +75,24 @@ func (dp *DataPlane) fetchWith(ctx context.Context, r *kmsg.FetchRequest, rb *re
 		}
 		select {
 		case <-ctx.Done():
-			return resp, nil
+			return finish(resp)
 		case <-deadline.C:
 			rb.recycle() // resp is replaced, never sent
-			resp, _, _ = dp.readFetch(ctx, r, rb)
-			return resp, nil
+			resp, _, _ = dp.readFetch(ctx, r, topics, denied, rb)
+			return finish(resp)
 		case <-woken:
 		case <-poll.C:
 		}
 		rb.recycle() // the next read replaces resp, never sent
 	}
+}
+
+// fetchReplica is the replica id of a Fetch (-1 for a consumer).
+func fetchReplica(r *kmsg.FetchRequest) int32 {
+	if r.Version >= 15 {
+		return r.ReplicaState.ID
+	}
+	return r.ReplicaID
 }
 
 // fetchBudget tracks the response's byte limit: the first partition with
@@ -68,11 +103,12 @@ type fetchBudget struct {
 	gotFirst bool
 }
 
-// readFetch reads every requested partition once, into buffers of rb (nil:
-// fresh memory). ready is the number of record bytes in the response;
+// readFetch reads every partition of topics (r's, or its session's) once,
+// into buffers of rb (nil: fresh memory); a topic denied[i] is answered
+// TOPIC_AUTHORIZATION_FAILED unread. ready is the number of record bytes in the response;
 // immediate is set when a partition carries an error or a diverging epoch
 // (answered without waiting, as Kafka does).
-func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, rb *readBuffers) (resp *kmsg.FetchResponse, ready int, immediate bool) {
+func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, topics []kmsg.FetchRequestTopic, denied []bool, rb *readBuffers) (resp *kmsg.FetchResponse, ready int, immediate bool) {
 	resp = r.ResponseKind().(*kmsg.FetchResponse)
 	total := dp.cfg.FetchMaxBytes
 	if r.Version >= 3 {
@@ -83,12 +119,15 @@ func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, rb *re
 	if r.Version >= 4 {
 		iso = r.IsolationLevel
 	}
-	for _, rt := range r.Topics {
+	for i, rt := range topics {
 		t := kmsg.NewFetchResponseTopic()
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
 		spec, ok, missing := dp.fetchTopic(r.Version, rt)
 		if ok {
 			t.Topic = spec.Name
+		}
+		if i < len(denied) && denied[i] {
+			ok, missing = false, codeTopicAuthorizationFailed
 		}
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewFetchResponseTopicPartition()
