@@ -162,6 +162,12 @@ func Script(t testing.TB) string {
 	if s := os.Getenv(EnvScript); s != "" {
 		return s
 	}
+	return sourceScript(t)
+}
+
+// sourceScript returns the kafka.sh of the checkout this package's source is in.
+func sourceScript(t testing.TB) string {
+	t.Helper()
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		t.Fatalf("kafkatest: cannot locate kafka.sh: set %s", EnvScript)

@@ -4,7 +4,8 @@
 #
 # Subcommands:
 #   install                 resolve kafka_2.13, kafka-tools and a log4j2 backend with Maven into the
-#                           cache and write one classpath file (idempotent).
+#                           cache and write one classpath file, plus the tiered-storage test jar
+#                           (see KMIRROR_KAFKA_TIERED_STORAGE) in its own directory (idempotent).
 #   start                   (install if needed) format and start the clusters of
 #                           KMIRROR_KAFKA_CLUSTERS (default cluster A, 3 combined
 #                           broker+controller nodes, and cluster B, 1 node), wait until every
@@ -41,6 +42,16 @@
 #   KMIRROR_KAFKA_EXTRA_CONFIG_A / _B / _C   the same for one cluster only.
 #   KMIRROR_KAFKA_FORMAT_ARGS    extra arguments for the storage tool's format command
 #                                (e.g. "--feature eligible.leader.replicas.version=0").
+#   KMIRROR_KAFKA_TIERED_STORAGE 1: every node of this invocation runs with tiered storage
+#                                (remote.log.storage.system.enable=true) on Kafka's
+#                                LocalTieredStorage, a remote storage manager that keeps the
+#                                "remote" segments in <node>/remote-storage. That class ships only
+#                                in kafka-storage's test jar; install resolves it for the installed
+#                                version, or for KMIRROR_KAFKA_TIERED_FALLBACK (default 4.3.1) when
+#                                Maven Central does not serve that version's test jar (its
+#                                RemoteStorageManager interface is the same), and start adds it to
+#                                the classpath.
+#   KMIRROR_KAFKA_C_AUTHORIZER   0: cluster C's node runs without its authorizer (default 1).
 #
 #   KMIRROR_KAFKA_SASL_USER      SCRAM-SHA-512 user of B's SASL_SSL listener (default kmirror).
 #   KMIRROR_KAFKA_SASL_PASSWORD  its password (default kmirror-secret).
@@ -92,6 +103,11 @@ TLS_STORE_PASSWORD="kmirror-test-store"
 
 INSTALL_DIR="$CACHE/$VERSION"
 CLASSPATH_FILE="$INSTALL_DIR/classpath"
+TIERED_DIR="$INSTALL_DIR/tiered"
+TIERED_CLASSPATH_FILE="$TIERED_DIR/classpath"
+TIERED="${KMIRROR_KAFKA_TIERED_STORAGE:-0}"
+TIERED_FALLBACK="${KMIRROR_KAFKA_TIERED_FALLBACK:-4.3.1}"
+C_AUTHORIZER="${KMIRROR_KAFKA_C_AUTHORIZER:-1}"
 CLASSES_FILE="$INSTALL_DIR/classes"
 PROBE="$WORKDIR/bin/kafkaprobe"
 
@@ -122,8 +138,9 @@ die() { log "error: $*"; exit 1; }
 # install
 
 cmd_install() {
-	if [[ -s "$CLASSPATH_FILE" && -s "$CLASSES_FILE" ]] && classpath_ok; then
+	if [[ -s "$CLASSPATH_FILE" && -s "$CLASSES_FILE" ]] && classpath_ok "$CLASSPATH_FILE"; then
 		log "Kafka $VERSION already installed in $INSTALL_DIR"
+		install_tiered
 		return 0
 	fi
 	command -v java >/dev/null || die "java not found (Java 17+ required)"
@@ -162,6 +179,43 @@ cmd_install() {
 	mv "$CLASSPATH_FILE.new" "$CLASSPATH_FILE"
 	log "installed Kafka $VERSION in $((SECONDS - start))s: $(du -sh "$INSTALL_DIR/lib" | cut -f1) of jars," \
 		"storage tool $storage_class, dump tool $dump_class"
+	install_tiered
+}
+
+# install_tiered resolves kafka-storage's test jar (LocalTieredStorage, the file-system remote
+# storage manager Kafka's own tiered-storage tests use) into $TIERED_DIR, without dependencies:
+# every class it needs at run time is in the broker's classpath or in the jar itself.
+install_tiered() {
+	if [[ -s "$TIERED_CLASSPATH_FILE" ]] && classpath_ok "$TIERED_CLASSPATH_FILE"; then
+		return 0
+	fi
+	command -v mvn >/dev/null || die "mvn not found (Maven required to fetch Kafka)"
+	local tmp="$TIERED_DIR.tmp.$$" v got=""
+	rm -rf "$tmp"
+	mkdir -p "$tmp/lib"
+	for v in "$VERSION" "$TIERED_FALLBACK"; do
+		if mvn -B -q -Dmaven.repo.local="$CACHE/m2" dependency:copy \
+			-Dartifact="org.apache.kafka:kafka-storage:$v:jar:test" -DoutputDirectory="$tmp/lib" \
+			>"$tmp/mvn.log" 2>&1; then
+			got="$v"
+			break
+		fi
+		log "kafka-storage $v test jar not available; trying the next version"
+	done
+	if [[ -z "$got" ]]; then
+		tail -n 20 "$tmp/mvn.log" >&2 || true
+		rm -rf "$tmp"
+		die "maven could not resolve kafka-storage's test jar ($VERSION or $TIERED_FALLBACK)"
+	fi
+	find_class "$tmp/lib" org/apache/kafka/server/log/remote/storage/LocalTieredStorage.class >/dev/null ||
+		die "kafka-storage $got test jar has no LocalTieredStorage"
+	rm -rf "$TIERED_DIR"
+	mkdir -p "$TIERED_DIR"
+	mv "$tmp/lib" "$TIERED_DIR/lib"
+	rm -rf "$tmp"
+	find "$TIERED_DIR/lib" -name '*.jar' | LC_ALL=C sort | paste -sd: - >"$TIERED_CLASSPATH_FILE.new"
+	mv "$TIERED_CLASSPATH_FILE.new" "$TIERED_CLASSPATH_FILE"
+	log "installed kafka-storage $got test jar (LocalTieredStorage) in $TIERED_DIR"
 }
 
 write_pom() {
@@ -200,9 +254,9 @@ find_class() {
 	return 1
 }
 
-classpath_ok() {
+classpath_ok() { # classpath-file
 	local jar
-	IFS=: read -r -a jars <"$CLASSPATH_FILE"
+	IFS=: read -r -a jars <"$1"
 	for jar in "${jars[@]}"; do
 		[[ -f "$jar" ]] || return 1
 	done
@@ -212,6 +266,10 @@ classpath_ok() {
 load_install() {
 	[[ -s "$CLASSPATH_FILE" && -s "$CLASSES_FILE" ]] || cmd_install
 	CP="$(cat "$CLASSPATH_FILE")"
+	if [[ "$TIERED" == 1 ]]; then
+		[[ -s "$TIERED_CLASSPATH_FILE" ]] || install_tiered
+		CP+=":$(cat "$TIERED_CLASSPATH_FILE")"
+	fi
 	# shellcheck disable=SC1090
 	source "$CLASSES_FILE"
 }
@@ -260,13 +318,30 @@ write_config() { # cluster id
 	a) extra="${KMIRROR_KAFKA_EXTRA_CONFIG_A:-}" ;;
 	b) extra="${KMIRROR_KAFKA_EXTRA_CONFIG_B:-}" ;;
 	*)
-		extra="# cluster C: an authorizer, so the ACL APIs answer; nothing is denied
+		extra="${KMIRROR_KAFKA_EXTRA_CONFIG_C:-}"
+		if [[ "$C_AUTHORIZER" != 0 ]]; then
+			extra="# cluster C: an authorizer, so the ACL APIs answer; nothing is denied
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=true
 super.users=User:ANONYMOUS
-${KMIRROR_KAFKA_EXTRA_CONFIG_C:-}"
+$extra"
+		fi
 		;;
 	esac
+	if [[ "$TIERED" == 1 ]]; then
+		mkdir -p "$dir/remote-storage"
+		extra="# tiered storage on LocalTieredStorage (KMIRROR_KAFKA_TIERED_STORAGE=1)
+remote.log.storage.system.enable=true
+remote.log.storage.manager.class.name=org.apache.kafka.server.log.remote.storage.LocalTieredStorage
+rsm.config.dir=$dir/remote-storage
+rsm.config.delete.on.close=false
+remote.log.metadata.manager.listener.name=PLAINTEXT
+rlmm.config.remote.log.metadata.topic.replication.factor=$rf
+rlmm.config.remote.log.metadata.topic.num.partitions=1
+remote.log.manager.task.interval.ms=1000
+log.retention.check.interval.ms=1000
+$extra"
+	fi
 	local listeners advertised protomap sasl=""
 	listeners="PLAINTEXT://127.0.0.1:$(client_port "$c" "$id"),CONTROLLER://127.0.0.1:$(controller_port "$c" "$id")"
 	advertised="PLAINTEXT://127.0.0.1:$(client_port "$c" "$id")"
