@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -55,7 +54,7 @@ func authzProduce(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Res
 //
 // An incremental fetch (SessionEpoch > 0) goes to the handler whole: it
 // reads every partition of the session, named or not, and denies each topic
-// of it by the same rule (sessionDenied).
+// of it by the same rule (incremental.plan).
 func authzFetch(dp *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.FetchRequest)
 	if r.Version >= 7 && r.SessionEpoch > 0 {
@@ -108,20 +107,6 @@ func fetchRule(dp *DataPlane, z *authz, r *kmsg.FetchRequest) func(kmsg.FetchReq
 		}
 		return !known || clusterOK || (replica < 0 && z.allowed(OpRead, ResourceTopic, name))
 	}
-}
-
-// sessionDenied marks the topics of incremental fetch inc that authzFetch's
-// rule refuses; nil when ACLs are off or the fetch is not incremental.
-func (dp *DataPlane) sessionDenied(ctx context.Context, r *kmsg.FetchRequest, inc *incremental) []bool {
-	if inc == nil || dp.aclStore == nil {
-		return nil
-	}
-	allowed := fetchRule(dp, dp.authzFor(ctx), r)
-	out := make([]bool, len(inc.topics))
-	for i, rt := range inc.topics {
-		out[i] = !allowed(rt)
-	}
-	return out
 }
 
 // authzListOffsets: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED.

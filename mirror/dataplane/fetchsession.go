@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/fetcher"
+	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -98,6 +100,11 @@ type fetchSession struct {
 	// guarded by busy:
 	parts map[sessionKey]int // index in list
 	list  []sessionPart
+	// gen is fetcher.LogChanges before the last read; tracked is set when
+	// every quiet partition's log moves it: LogChanges still at gen means
+	// no quiet partition's log moved.
+	gen     uint64
+	tracked bool
 }
 
 // sessionKey names a session partition: by topic id in a topic-id session,
@@ -113,6 +120,17 @@ type sessionPart struct {
 	req kmsg.FetchRequestTopicPartition
 	// the offsets last answered; hw -1 makes the next answer name it.
 	hw, lso, logStart int64
+	// quiet is set when the last read of the partition found the client
+	// caught up (no records, no error: caughtUp) in the log seen, of the
+	// topic whose id is topicID: while that log does not move and the
+	// request does not change, reading it again would answer the same, so
+	// it is not read (Kafka reads every partition of a session; a log
+	// that did not move is the case it makes cheap).
+	quiet   bool
+	seen    watchedLog
+	topicID records.UUID
+	tracked bool // seen.log moves fetcher.LogChanges
+	skip    bool // quiet and not read by the fetch being served
 }
 
 func newFetchSessions(slots, maxParts int) *fetchSessions {
@@ -226,7 +244,7 @@ func lessEvictable(a, b *fetchSession) bool {
 func (s *fetchSession) put(sp sessionPart) {
 	if i, ok := s.parts[sp.key]; ok {
 		old := s.list[i]
-		sp.hw, sp.lso, sp.logStart = old.hw, old.lso, old.logStart
+		sp.hw, sp.lso, sp.logStart = old.hw, old.lso, old.logStart // sp is not quiet: a new request
 		s.list[i] = sp
 		return
 	}
@@ -250,12 +268,13 @@ func (s *fetchSession) forget(key sessionKey) {
 }
 
 // incremental is an incremental fetch being served: the session (held busy
-// until done) and the request topics to read, every partition of the
-// session.
+// until done) and, once planned, the request topics to read.
 type incremental struct {
 	s      *fetchSession
 	topics []kmsg.FetchRequestTopic
-	idx    [][]int // index in s.list of each partition of topics
+	idx    [][]int        // index in s.list of each partition of topics
+	denied []bool         // topics refused by the ACLs
+	ids    []records.UUID // the destination's id of each topic (zero if unknown)
 }
 
 // begin starts incremental request r: code is the top-level error to answer
@@ -313,22 +332,63 @@ func (c *fetchSessions) begin(ctx context.Context, r *kmsg.FetchRequest) (inc *i
 		s.lastUsed, s.size = c.now(), len(s.list)
 	}
 	c.mu.Unlock()
-	inc = &incremental{s: s}
-	byTopic := make(map[sessionKey]int)
+	return &incremental{s: s}, 0
+}
+
+// plan sets the topics to read now: every partition of the session but the
+// quiet ones whose log did not move (of a topic still the same, that the
+// ACLs, if enforced, still allow). The watch returned holds the quiet
+// partitions (through the session: their skip flags); the read adds the
+// others.
+func (inc *incremental) plan(ctx context.Context, dp *DataPlane, r *kmsg.FetchRequest) *logWatch {
+	s := inc.s
+	seen := newLogWatch()
+	still := s.tracked && s.gen == seen.gen // no tracked log moved since the last read
+	var allowed func(kmsg.FetchRequestTopic) bool
+	if dp.aclStore != nil {
+		allowed = fetchRule(dp, dp.authzFor(ctx), r)
+	}
+	type topicState struct {
+		spec   mirror.TopicSpec
+		ok     bool // known
+		denied bool
+		j      int // index in inc.topics, -1 before its first partition to read
+	}
+	topics := make(map[sessionKey]*topicState)
+	inc.topics, inc.idx, inc.denied, inc.ids = nil, nil, nil, nil
+	seen.sess = s
+	var ts *topicState
+	var tk sessionKey
 	for i := range s.list {
 		sp := &s.list[i]
-		tk := sessionKey{topic: sp.key.topic, id: sp.key.id}
-		j, ok := byTopic[tk]
-		if !ok {
-			j = len(inc.topics)
-			byTopic[tk] = j
+		sp.skip = false
+		if ts == nil || sp.key.topic != tk.topic || sp.key.id != tk.id {
+			tk = sessionKey{topic: sp.key.topic, id: sp.key.id}
+			if ts = topics[tk]; ts == nil {
+				rt := kmsg.FetchRequestTopic{Topic: sp.key.topic, TopicID: sp.key.id}
+				ts = &topicState{j: -1}
+				ts.spec, ts.ok, _ = dp.fetchTopic(r.Version, rt)
+				ts.denied = allowed != nil && !allowed(rt)
+				topics[tk] = ts
+			}
+		}
+		if sp.quiet && ts.ok && !ts.denied && sp.topicID == ts.spec.TopicID && sp.key.partition < ts.spec.Partitions &&
+			(still || watchLog(sp.seen.log) == sp.seen) {
+			sp.skip = true
+			seen.tracked = seen.tracked && sp.tracked
+			continue
+		}
+		if ts.j < 0 {
+			ts.j = len(inc.topics)
 			inc.topics = append(inc.topics, kmsg.FetchRequestTopic{Topic: sp.key.topic, TopicID: sp.key.id})
 			inc.idx = append(inc.idx, nil)
+			inc.denied = append(inc.denied, ts.denied)
+			inc.ids = append(inc.ids, ts.spec.TopicID)
 		}
-		inc.topics[j].Partitions = append(inc.topics[j].Partitions, sp.req)
-		inc.idx[j] = append(inc.idx[j], i)
+		inc.topics[ts.j].Partitions = append(inc.topics[ts.j].Partitions, sp.req)
+		inc.idx[ts.j] = append(inc.idx[ts.j], i)
 	}
-	return inc, 0
+	return seen
 }
 
 // nextSessionEpoch is Kafka's successor of a session epoch: it wraps to 1.
@@ -340,8 +400,9 @@ func nextSessionEpoch(e int32) int32 {
 }
 
 // filter keeps in resp (the answer to inc.topics, same order) only the
-// partitions the client must hear of, and records what it heard.
-func (inc *incremental) filter(resp *kmsg.FetchResponse) {
+// partitions the client must hear of, and records what it heard and what the
+// read saw (seen).
+func (inc *incremental) filter(version int16, resp *kmsg.FetchResponse, seen *logWatch) {
 	kept := resp.Topics[:0]
 	for i := range resp.Topics {
 		t := resp.Topics[i]
@@ -356,6 +417,12 @@ func (inc *incremental) filter(resp *kmsg.FetchResponse) {
 			} else {
 				sp.hw, sp.lso, sp.logStart = p.HighWatermark, p.LastStableOffset, p.LogStartOffset
 			}
+			sp.quiet = false
+			if k := seen.at[i][j]; k >= 0 && len(p.RecordBatches) == 0 && p.ErrorCode == 0 && p.DivergingEpoch.Epoch < 0 {
+				w := seen.logs[k]
+				sp.quiet, sp.seen, sp.topicID = caughtUp(w, requestPartition(version, sp.req)), w, inc.ids[i]
+				sp.tracked = fetcher.TracksChanges(w.log)
+			}
 			if must {
 				ps = append(ps, p)
 			}
@@ -366,6 +433,7 @@ func (inc *incremental) filter(resp *kmsg.FetchResponse) {
 		}
 	}
 	resp.Topics = kept
+	inc.s.gen, inc.s.tracked = seen.gen, seen.tracked
 }
 
 // done releases the session.

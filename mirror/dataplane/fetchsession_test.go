@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -305,4 +306,53 @@ func TestFetchSessionACLs(t *testing.T) {
 	require.Equal(t, int16(0), got[0].ErrorCode)
 	require.NotEmpty(t, got[0].RecordBatches)
 	require.Equal(t, int64(5), got[0].HighWatermark)
+}
+
+// TestFetchSessionQuietPartitions: partitions a session found caught up are
+// not read again while their logs stay put, yet an append by the mirror
+// (straight to the log, no Produce to wake the fetch) is answered at once,
+// a long-polling fetch ends on it, and a deleted topic is reported.
+func TestFetchSessionQuietPartitions(t *testing.T) {
+	s := startSite(t, Config{PollInterval: 5 * time.Millisecond})
+	spec := s.topic(t, "q", 3)
+	s.topic(t, "busy", 1)
+	cl := s.client(t)
+	fetch := func(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+		resp := request[*kmsg.FetchResponse](t, cl, req)
+		require.Equal(t, int16(0), resp.ErrorCode)
+		return resp
+	}
+	id := fetch(sessionReq(spec, 0, 0, []int32{0, 1, 2}, nil, nil)).SessionID
+	require.NotZero(t, id)
+	require.Empty(t, fetch(sessionReq(spec, id, 1, nil, nil, nil)).Topics)
+	// Another log of the process moves: the quiet ones are checked one by one.
+	require.NoError(t, s.log(t, "busy", 0).Append(dataBatch(t, 0, 0, 1, -1, -1, false)))
+	require.Empty(t, fetch(sessionReq(spec, id, 2, nil, nil, nil)).Topics)
+	require.NoError(t, s.log(t, "q", 1).Append(dataBatch(t, 0, 0, 2, -1, -1, false)))
+	got := answered(fetch(sessionReq(spec, id, 3, nil, nil, nil)))
+	require.Len(t, got, 1)
+	require.NotEmpty(t, got[1].RecordBatches)
+	require.Equal(t, int64(2), got[1].HighWatermark)
+
+	// A long poll of the quiet session ends with an append of the mirror.
+	offs := map[int32]int64{1: 2}
+	require.Empty(t, fetch(sessionReq(spec, id, 4, []int32{1}, offs, nil)).Topics)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = s.log(t, "q", 2).Append(dataBatch(t, 0, 0, 1, -1, -1, false))
+	}()
+	req := sessionReq(spec, id, 5, nil, nil, nil)
+	req.MaxWaitMillis = 20_000
+	start := time.Now()
+	got = answered(fetch(req))
+	require.NotEmpty(t, got[2].RecordBatches)
+	require.Less(t, time.Since(start), 15*time.Second, "woken by the append, not by MaxWait")
+
+	// A deleted topic is answered, quiet or not.
+	require.NoError(t, s.dst.DeleteTopic(context.Background(), "q"))
+	got = answered(fetch(sessionReq(spec, id, 6, nil, nil, nil)))
+	require.Len(t, got, 3)
+	for p, a := range got {
+		require.Equal(t, int16(100), a.ErrorCode, "partition %d", p) // UNKNOWN_TOPIC_ID
+	}
 }
