@@ -298,3 +298,37 @@ func (s *KafkaSource) acceptSession(fs *fetchSession, sr *sessionRequest, fr *km
 		}
 	}
 }
+
+// FetchSessionCloser is implemented by sources that keep fetch sessions
+// (KafkaSource): Fetcher.Close calls it so that the brokers free them at once
+// rather than when they evict them.
+type FetchSessionCloser interface {
+	CloseFetchSessions(ctx context.Context, fs *FetchSessions)
+}
+
+// CloseFetchSessions implements FetchSessionCloser: each session of fs is
+// closed with a Fetch naming it at SessionEpoch -1 and no partition (Kafka
+// removes the session and answers an empty sessionless fetch), sent within
+// ctx; fs is empty afterwards. Failures are ignored: the broker evicts what it
+// still holds.
+func (s *KafkaSource) CloseFetchSessions(ctx context.Context, fs *FetchSessions) {
+	fs.mu.Lock()
+	byBroker := fs.byBroker
+	fs.byBroker = nil
+	fs.mu.Unlock()
+	for broker, sess := range byBroker {
+		if sess.id == sessionlessID || ctx.Err() != nil {
+			continue
+		}
+		slot := s.brokerSlot(broker)
+		select {
+		case slot <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		req := s.newFetchRequest()
+		req.MaxWaitMillis, req.SessionID, req.SessionEpoch = 0, sess.id, sessionFinalEpoch
+		_, _ = s.cl.Broker(int(broker)).Request(ctx, req)
+		<-slot
+	}
+}

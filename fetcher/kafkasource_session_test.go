@@ -276,6 +276,17 @@ func TestKafkaFetcherMirrorsInSessions(t *testing.T) {
 		requireMirrored(t, sourceBatches(t, admin, c, tp.Topic, info.TopicID, tp.Partition), l)
 	}
 	m.ev.mu.Lock()
-	defer m.ev.mu.Unlock()
 	require.Empty(t, m.ev.failed)
+	m.ev.mu.Unlock()
+
+	// Closing the Fetcher closes its sessions on the brokers.
+	mark = spy.count()
+	require.NoError(t, m.f.Close())
+	closed := 0
+	for _, sf := range spy.since(mark) {
+		if sf.epoch == -1 && sf.sessionID != 0 {
+			closed++
+		}
+	}
+	require.Equal(t, 2, closed, "one goodbye per broker")
 }

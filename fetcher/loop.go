@@ -187,8 +187,16 @@ func (f *Fetcher) Close() error {
 	f.mu.Unlock()
 	f.cancel()
 	<-f.done
+	if c, ok := f.src.(FetchSessionCloser); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), sessionCloseTimeout)
+		c.CloseFetchSessions(ctx, &f.sessions)
+		cancel()
+	}
 	return nil
 }
+
+// sessionCloseTimeout bounds Close's goodbye to the source's fetch sessions.
+const sessionCloseTimeout = 2 * time.Second
 
 func (f *Fetcher) run(ctx context.Context) {
 	defer close(f.done)
