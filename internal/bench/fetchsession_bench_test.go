@@ -32,7 +32,7 @@ import (
 // (KafkaSource into MemoryLogs) follows KMIRROR_BENCH_IDLE_PARTITIONS empty
 // partitions (default 10,000), with incremental fetch sessions (KIP-227) and
 // without (KafkaSourceConfig.DisableFetchSessions), next to the source left
-// alone (baseline). The source is a private single-node Kafka broker
+// alone (baseline, before and after). The source is a private single-node Kafka broker
 // (kafka/..., through kafkatest.StartPrivate; run it under
 // flock /work/wt/broker.lock) and a data plane over a memory destination in a
 // child process (dataplane/...). The source's CPU is read from
@@ -58,10 +58,12 @@ func BenchmarkIdleSourceCPU(b *testing.B) {
 // idleModes runs the baseline, sessionless and sessions measurements
 // against one source.
 func idleModes(b *testing.B, brokers []string, pid, parts int, window, settle time.Duration) {
-	b.Run("baseline", func(b *testing.B) {
+	baseline := func(b *testing.B) {
 		cpu := processCPU(b, pid, window)
 		b.ReportMetric(cpu.Seconds()*float64(time.Minute)/float64(window), "source-cpu-s/min")
-	})
+	}
+	b.Run("baseline", baseline)
+	defer b.Run("baseline-after", baseline) // the source alone again: its drift over the run
 	for _, m := range []struct {
 		name string
 		off  bool
@@ -95,7 +97,10 @@ func idleModes(b *testing.B, brokers []string, pid, parts int, window, settle ti
 	}
 }
 
-const idleTopic = "idle"
+const (
+	idleTopic     = "idle"
+	partitionStep = 5000
+)
 
 // countingSource counts Fetch calls.
 type countingSource struct {
@@ -127,7 +132,9 @@ func readPid(b *testing.B, path string) int {
 	return pid
 }
 
-// createIdleTopic creates idleTopic with n partitions on a Kafka cluster.
+// createIdleTopic creates idleTopic with n partitions on a Kafka cluster, in
+// steps of partitionStep (a KRaft controller refuses a request writing more
+// than max.records.per.user.op, 10,000, records).
 func createIdleTopic(b *testing.B, brokers []string, n int) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	require.NoError(b, err)
@@ -135,13 +142,23 @@ func createIdleTopic(b *testing.B, brokers []string, n int) {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = int32((5 * time.Minute).Milliseconds())
 	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = idleTopic, int32(n), 1
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = idleTopic, int32(min(n, partitionStep)), 1
 	req.Topics = []kmsg.CreateTopicsRequestTopic{rt}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	resp, err := req.RequestWith(ctx, cl)
 	require.NoError(b, err)
 	require.Equal(b, int16(0), resp.Topics[0].ErrorCode, "create %s", idleTopic)
+	for have := partitionStep; have < n; have += partitionStep {
+		cp := kmsg.NewPtrCreatePartitionsRequest()
+		cp.TimeoutMillis = req.TimeoutMillis
+		ct := kmsg.NewCreatePartitionsRequestTopic()
+		ct.Topic, ct.Count = idleTopic, int32(min(n, have+partitionStep))
+		cp.Topics = []kmsg.CreatePartitionsRequestTopic{ct}
+		cr, err := cp.RequestWith(ctx, cl)
+		require.NoError(b, err)
+		require.Equal(b, int16(0), cr.Topics[0].ErrorCode, "grow %s to %d", idleTopic, ct.Count)
+	}
 	// Wait until every partition has its leader.
 	require.Eventually(b, func() bool {
 		md := kmsg.NewPtrMetadataRequest()

@@ -123,6 +123,9 @@ type Config struct {
 	// means DefaultFetchSessionMaxPartitions. A fetch needing more is
 	// served without a session.
 	FetchSessionMaxPartitions int
+	// FetchSessionCachePartitions bounds the partitions of all sessions; 0
+	// means DefaultFetchSessionCachePartitions.
+	FetchSessionCachePartitions int
 }
 
 // DataPlane serves a Destination over the Kafka protocol; see the package
@@ -158,8 +161,8 @@ func New(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("%w: nil Destination", ErrConfig)
 	case cfg.AdvertisedHost == "" || cfg.AdvertisedPort <= 0:
 		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
-	case cfg.FetchSessionMaxPartitions < 0:
-		return nil, fmt.Errorf("%w: negative FetchSessionMaxPartitions", ErrConfig)
+	case cfg.FetchSessionMaxPartitions < 0 || cfg.FetchSessionCachePartitions < 0:
+		return nil, fmt.Errorf("%w: negative fetch session bound", ErrConfig)
 	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0,
 		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
@@ -199,6 +202,9 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.FetchSessionMaxPartitions == 0 {
 		cfg.FetchSessionMaxPartitions = DefaultFetchSessionMaxPartitions
 	}
+	if cfg.FetchSessionCachePartitions == 0 {
+		cfg.FetchSessionCachePartitions = DefaultFetchSessionCachePartitions
+	}
 	if cfg.DefaultPartitions == 0 {
 		cfg.DefaultPartitions = 1
 	}
@@ -209,7 +215,7 @@ func New(cfg Config) (*DataPlane, error) {
 	if w == nil {
 		w = DestinationWriter(cfg.Destination)
 	}
-	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, sessions: newFetchSessions(cfg.FetchSessionCacheSlots, cfg.FetchSessionMaxPartitions), writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
+	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, sessions: newFetchSessions(cfg.FetchSessionCacheSlots, cfg.FetchSessionMaxPartitions, cfg.FetchSessionCachePartitions), writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
 		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	go dp.checkLoop()

@@ -37,10 +37,11 @@ import (
 //
 // What a client can make the server hold is bounded: at most
 // Config.FetchSessionCacheSlots sessions, each of at most
-// Config.FetchSessionMaxPartitions partitions; a full fetch with more gets no
-// session, and an incremental one that would grow a session past the bound
-// drops the session and is answered without one (SessionID 0), as for a cache
-// that is full. A session not used for FetchSessionEvictAfter may be evicted
+// Config.FetchSessionMaxPartitions partitions, and at most
+// Config.FetchSessionCachePartitions partitions in all; a full fetch needing
+// more gets no session, and an incremental one that would grow a session past
+// a bound drops the session and is answered without one (SessionID 0), as for
+// a cache that is full. A session not used for FetchSessionEvictAfter may be evicted
 // by any new one; otherwise a new session evicts the least valuable
 // evictable one when it is worth more (Kafka's EvictableKey: a privileged
 // session, a follower's, is worth more than any unprivileged one; then the
@@ -56,6 +57,9 @@ const (
 	DefaultFetchSessionCacheSlots = 1000
 	// DefaultFetchSessionMaxPartitions bounds one session.
 	DefaultFetchSessionMaxPartitions = 50_000
+	// DefaultFetchSessionCachePartitions bounds the partitions of all
+	// sessions (a few hundred bytes each).
+	DefaultFetchSessionCachePartitions = 500_000
 	// FetchSessionEvictAfter is Kafka's eviction time of an unused session
 	// (and the age before which a session is protected from being evicted
 	// by a larger one).
@@ -75,12 +79,13 @@ const (
 
 // fetchSessions is the session cache.
 type fetchSessions struct {
-	slots, maxParts int
-	evictAfter      time.Duration
-	now             func() time.Time
+	slots, maxParts, maxTotal int
+	evictAfter                time.Duration
+	now                       func() time.Time
 
 	mu       sync.Mutex
 	sessions map[int32]*fetchSession
+	total    int // partitions of the sessions held
 }
 
 // fetchSession is one session: the partitions as the client last sent them
@@ -133,8 +138,8 @@ type sessionPart struct {
 	skip    bool // quiet and not read by the fetch being served
 }
 
-func newFetchSessions(slots, maxParts int) *fetchSessions {
-	return &fetchSessions{slots: slots, maxParts: maxParts, evictAfter: FetchSessionEvictAfter, now: time.Now, sessions: make(map[int32]*fetchSession)}
+func newFetchSessions(slots, maxParts, maxTotal int) *fetchSessions {
+	return &fetchSessions{slots: slots, maxParts: maxParts, maxTotal: maxTotal, evictAfter: FetchSessionEvictAfter, now: time.Now, sessions: make(map[int32]*fetchSession)}
 }
 
 // size is the number of sessions held.
@@ -148,7 +153,17 @@ func (c *fetchSessions) size() int {
 func (c *fetchSessions) remove(id int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.sessions, id)
+	if s := c.sessions[id]; s != nil {
+		c.dropLocked(s)
+	}
+}
+
+// dropLocked removes s, if the cache holds it.
+func (c *fetchSessions) dropLocked(s *fetchSession) {
+	if c.sessions[s.id] == s {
+		delete(c.sessions, s.id)
+		c.total -= s.size
+	}
 }
 
 func keyOf(topicIDs bool, rt *kmsg.FetchRequestTopic, p int32) sessionKey {
@@ -174,6 +189,9 @@ func (c *fetchSessions) create(r *kmsg.FetchRequest, privileged bool, resp *kmsg
 	if len(c.sessions) >= c.slots && !c.evictLocked(privileged, n, now) {
 		return 0
 	}
+	if c.total+n > c.maxTotal {
+		return 0
+	}
 	s := &fetchSession{privileged: privileged, topicIDs: r.Version >= 13, created: now, lastUsed: now, epoch: 1,
 		busy: make(chan struct{}, 1), parts: make(map[sessionKey]int, n), list: make([]sessionPart, 0, n)}
 	for i := range r.Topics {
@@ -190,6 +208,7 @@ func (c *fetchSessions) create(r *kmsg.FetchRequest, privileged bool, resp *kmsg
 		}
 	}
 	s.size = len(s.list)
+	c.total += s.size
 	for {
 		s.id = rand.Int32N(math.MaxInt32) + 1 // 1..MaxInt32: 0 is "no session"
 		if c.sessions[s.id] == nil {
@@ -224,7 +243,7 @@ func (c *fetchSessions) evictLocked(privileged bool, n int, now time.Time) bool 
 	case privileged == victim.privileged && n <= victim.size, !privileged && victim.privileged:
 		return false // the newcomer is not worth more than the least valuable
 	}
-	delete(c.sessions, victim.id)
+	c.dropLocked(victim)
 	return true
 }
 
@@ -314,21 +333,25 @@ func (c *fetchSessions) begin(ctx context.Context, r *kmsg.FetchRequest) (inc *i
 		for _, rp := range rt.Partitions {
 			k := keyOf(s.topicIDs, rt, rp.Partition)
 			if _, held := s.parts[k]; !held && len(s.list) >= c.maxParts {
+				c.mu.Lock()
+				c.dropLocked(s)
+				c.mu.Unlock()
 				<-s.busy
-				c.remove(s.id)
 				return nil, 0
 			}
 			s.put(sessionPart{key: k, req: rp, hw: -1, lso: -1, logStart: -1})
 		}
 	}
 	c.mu.Lock()
-	if len(s.list) == 0 {
-		delete(c.sessions, s.id)
+	if len(s.list) == 0 || (c.sessions[s.id] == s && c.total-s.size+len(s.list) > c.maxTotal) {
+		// Empty (Kafka drops it), or the cache cannot hold it grown.
+		c.dropLocked(s)
 		c.mu.Unlock()
 		<-s.busy
 		return nil, 0
 	}
 	if c.sessions[s.id] == s {
+		c.total += len(s.list) - s.size
 		s.lastUsed, s.size = c.now(), len(s.list)
 	}
 	c.mu.Unlock()
