@@ -234,7 +234,18 @@ func TestFetchSessionEviction(t *testing.T) {
 // fetcher.KafkaSource with sessions: byte for byte, and idle fetches name no
 // partition and get none back.
 func TestKafkaSourceSessionsAgainstSite(t *testing.T) {
-	s := startSite(t, Config{})
+	t.Run("sessions", func(t *testing.T) { mirrorFromSite(t, true) })
+	// A site without sessions answers SessionID 0: the source goes on
+	// with full fetches, and the mirror is the same.
+	t.Run("sessions off", func(t *testing.T) { mirrorFromSite(t, false) })
+}
+
+func mirrorFromSite(t *testing.T, sessions bool) {
+	cfg := Config{}
+	if !sessions {
+		cfg.FetchSessionCacheSlots = -1
+	}
+	s := startSite(t, cfg)
 	const n = 50
 	spec := s.topic(t, "m", n)
 	for p := range int32(n) {
@@ -271,6 +282,10 @@ func TestKafkaSourceSessionsAgainstSite(t *testing.T) {
 		got, err := l.Read(0, 1<<20)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "partition %d", p)
+	}
+	if !sessions {
+		require.Zero(t, s.dp.sessions.size())
+		return
 	}
 	// The loop's session is the one whose epoch moves: a full fetch cut
 	// short by an Add may have left an orphan behind (the broker evicts
