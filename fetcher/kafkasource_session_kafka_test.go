@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ func TestKafkaSourceSessionsRealBroker(t *testing.T) {
 	for p := range int32(6) {
 		produce(t, pr, topic, p, 20)
 	}
-	src, err := NewKafkaSource(KafkaSourceConfig{SeedBrokers: brokers, MaxWait: 50 * time.Millisecond})
+	writes := &fetchWrites{}
+	src, err := NewKafkaSource(KafkaSourceConfig{SeedBrokers: brokers, MaxWait: 50 * time.Millisecond, ClientOptions: []kgo.Opt{kgo.WithHooks(writes)}})
 	require.NoError(t, err)
 	defer src.Close()
 	f, err := NewFetcher(src, Config{})
@@ -67,6 +69,14 @@ func TestKafkaSourceSessionsRealBroker(t *testing.T) {
 		return n
 	}
 	require.Eventually(t, func() bool { return granted() > 0 }, time.Minute, 20*time.Millisecond, "the broker grants sessions")
+	// Idle, the fetches name no partition: each request is its header and
+	// the empty lists (a full fetch of six partitions is several times larger).
+	mark := writes.count()
+	require.Eventually(t, func() bool { return writes.count() >= mark+10 }, time.Minute, 10*time.Millisecond)
+	sizes := writes.since(mark + 5)
+	for _, n := range sizes {
+		require.Less(t, n, 120, "idle incremental fetch of %d bytes: %v", n, sizes)
+	}
 
 	// Lose the epoch of every session: the broker refuses the next fetch of
 	// each (71) and the source opens a new session at once.
@@ -90,6 +100,32 @@ func TestKafkaSourceSessionsRealBroker(t *testing.T) {
 		require.NoError(t, st.Err, "%s", st.TopicPartition)
 	}
 	require.Positive(t, granted())
+}
+
+// fetchWrites records the size of every Fetch request written.
+type fetchWrites struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (w *fetchWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, bytes int, _, _ time.Duration, err error) {
+	if key == 1 && err == nil { // Fetch
+		w.mu.Lock()
+		w.sizes = append(w.sizes, bytes)
+		w.mu.Unlock()
+	}
+}
+
+func (w *fetchWrites) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.sizes)
+}
+
+func (w *fetchWrites) since(n int) []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.sizes[n:]...)
 }
 
 // readAllBatches reads every batch of topic/p through src without a session.
