@@ -65,6 +65,16 @@ var extraSchemas = map[int16]*schema{
 	int16(kmsg.FindCoordinator): {minVersion: 0, maxVersion: 5, flexibleFrom: 3, fields: []sfield{
 		fv(kString, 0, 3), fv(kInt8, 1, -1), parr(kString, 4, -1),
 	}},
+	int16(kmsg.ConsumerGroupHeartbeat): {minVersion: 0, maxVersion: 1, flexibleFrom: 0, fields: []sfield{
+		f(kString), f(kString), f(kInt32), // Group, MemberID, MemberEpoch
+		f(kNullString), f(kNullString), f(kInt32), // InstanceID, RackID, RebalanceTimeoutMillis
+		parr(kString, 0, -1),                   // SubscribedTopicNames (nullable)
+		fv(kNullString, 1, -1), f(kNullString), // SubscribedTopicRegex, ServerAssignor
+		arr[kmsg.ConsumerGroupHeartbeatRequestTopic](0, -1, f(kUUID), parr(kInt32, 0, -1)),
+	}},
+	int16(kmsg.ConsumerGroupDescribe): {minVersion: 0, maxVersion: 1, flexibleFrom: 0, fields: []sfield{
+		parr(kString, 0, -1), f(kInt8), // Groups, IncludeAuthorizedOperations
+	}},
 	int16(kmsg.DescribeGroups): {minVersion: 0, maxVersion: 5, flexibleFrom: 5, fields: []sfield{
 		parr(kString, 0, -1), fv(kInt8, 3, -1),
 	}},

@@ -79,7 +79,7 @@ var apiTable = []APIInfo{
 	{Key: KeyReadMirrorOffsets, Name: "ReadMirrorOffsets", MinVersion: 0, MaxVersion: 0, Listeners: []string{"broker"},
 		newRequest:  func() kmsg.Request { r := NewReadMirrorOffsetsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewReadMirrorOffsetsResponse(); return &r }},
-	{Key: KeyRecoverMirrorTopics, Name: "RecoverMirrorTopics", MinVersion: 0, MaxVersion: 1, Listeners: []string{"broker", "controller"},
+	{Key: KeyRecoverMirrorTopics, Name: "RecoverMirrorTopics", MinVersion: 0, MaxVersion: 2, Listeners: []string{"broker", "controller"},
 		newRequest:  func() kmsg.Request { r := NewRecoverMirrorTopicsRequest(); return &r },
 		newResponse: func() kmsg.Response { r := NewRecoverMirrorTopicsResponse(); return &r }},
 }
@@ -7473,7 +7473,7 @@ func (v *ReadMirrorOffsetsResponse) ReadFromLimit(src []byte, maxElements int) e
 
 // RecoverMirrorTopicsRequest: Restarts the FAILED partitions of mirror topics, resetting their retry attempts.
 //
-// API key 10107, versions 0-1, flexible in every version.
+// API key 10107, versions 0-2, flexible in every version.
 type RecoverMirrorTopicsRequest struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -7491,6 +7491,10 @@ type RecoverMirrorTopicsRequest struct {
 	// ValidateOnly: If true, check the request and answer its plan (per partition) without changing anything.
 	// (present in versions 1+)
 	ValidateOnly bool
+
+	// AllowTruncation: If true, the restarted partitions may remove records written on this cluster, within the plan this request answers (the approval is recorded with the topic); else a topic whose plan removes them is refused with MIRROR_TRUNCATION_REFUSED.
+	// (present in versions 2+)
+	AllowTruncation bool
 
 	// UnknownTags holds tagged fields this version does not know; they are
 	// kept on decode and written back on encode.
@@ -7526,6 +7530,9 @@ func (v *RecoverMirrorTopicsRequest) appendTo(dst []byte, version int16) []byte 
 	if version >= 1 {
 		dst = kbin.AppendBool(dst, v.ValidateOnly)
 	}
+	if version >= 2 {
+		dst = kbin.AppendBool(dst, v.AllowTruncation)
+	}
 	dst = kbin.AppendUvarint(dst, uint32(v.UnknownTags.Len()))
 	dst = v.UnknownTags.AppendEach(dst)
 	return dst
@@ -7550,6 +7557,9 @@ func (v *RecoverMirrorTopicsRequest) readFrom(d *decoder, version int16) {
 	v.TimeoutMs = d.Int32()
 	if version >= 1 {
 		v.ValidateOnly = d.Bool()
+	}
+	if version >= 2 {
+		v.AllowTruncation = d.Bool()
 	}
 	for n := d.Uvarint(); n > 0 && d.Ok(); n-- {
 		key, size := d.Uvarint(), d.Uvarint()
@@ -7619,7 +7629,7 @@ func (v *RecoverMirrorTopicsRequestTopic) readFrom(d *decoder, version int16) {
 func (*RecoverMirrorTopicsRequest) Key() int16 { return KeyRecoverMirrorTopics }
 
 // MaxVersion returns the highest version of RecoverMirrorTopicsRequest.
-func (*RecoverMirrorTopicsRequest) MaxVersion() int16 { return 1 }
+func (*RecoverMirrorTopicsRequest) MaxVersion() int16 { return 2 }
 
 // MinVersion returns the lowest version of RecoverMirrorTopicsRequest.
 func (*RecoverMirrorTopicsRequest) MinVersion() int16 { return 0 }
@@ -7659,7 +7669,7 @@ func (v *RecoverMirrorTopicsRequest) AppendTo(dst []byte) []byte { return v.appe
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-1.
+// outside 0-2.
 func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -7668,7 +7678,7 @@ func (v *RecoverMirrorTopicsRequest) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *RecoverMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 1 {
+	if version < 0 || version > 2 {
 		return unsupportedVersion("RecoverMirrorTopicsRequest", version)
 	}
 	*v = RecoverMirrorTopicsRequest{Version: version}
@@ -7680,7 +7690,7 @@ func (v *RecoverMirrorTopicsRequest) ReadFromLimit(src []byte, maxElements int) 
 
 // RecoverMirrorTopicsResponse: The result of a RecoverMirrorTopics request.
 //
-// API key 10107, versions 0-1, flexible in every version.
+// API key 10107, versions 0-2, flexible in every version.
 type RecoverMirrorTopicsResponse struct {
 	// Version is the version of the message, used to encode and decode it.
 	Version int16
@@ -8213,7 +8223,7 @@ func (v *RecoverMirrorTopicsResponseTopicPartitionOpenTransaction) readFrom(d *d
 func (*RecoverMirrorTopicsResponse) Key() int16 { return KeyRecoverMirrorTopics }
 
 // MaxVersion returns the highest version of RecoverMirrorTopicsResponse.
-func (*RecoverMirrorTopicsResponse) MaxVersion() int16 { return 1 }
+func (*RecoverMirrorTopicsResponse) MaxVersion() int16 { return 2 }
 
 // MinVersion returns the lowest version of RecoverMirrorTopicsResponse.
 func (*RecoverMirrorTopicsResponse) MinVersion() int16 { return 0 }
@@ -8258,7 +8268,7 @@ func (v *RecoverMirrorTopicsResponse) AppendTo(dst []byte) []byte { return v.app
 // ReadFrom decodes the whole of src, at v.Version, into v, replacing its
 // contents. It returns an error wrapping ErrTruncated or ErrMalformed (and
 // never panics) on bad input, and ErrUnsupportedVersion for a version
-// outside 0-1.
+// outside 0-2.
 func (v *RecoverMirrorTopicsResponse) ReadFrom(src []byte) error {
 	return v.ReadFromLimit(src, DefaultMaxDecodedElements)
 }
@@ -8267,7 +8277,7 @@ func (v *RecoverMirrorTopicsResponse) ReadFrom(src []byte) error {
 // all (ErrTooLarge beyond), checked before each array is allocated.
 func (v *RecoverMirrorTopicsResponse) ReadFromLimit(src []byte, maxElements int) error {
 	version := v.Version
-	if version < 0 || version > 1 {
+	if version < 0 || version > 2 {
 		return unsupportedVersion("RecoverMirrorTopicsResponse", version)
 	}
 	*v = RecoverMirrorTopicsResponse{Version: version}

@@ -14,8 +14,10 @@
 // Concurrency: a Log is safe for concurrent use by one writer (the
 // partition's fetch loop or workflow, never both at once) and many readers
 // (consumers serving Read, lag and describe calls). A FileLog directory is
-// owned by one process at a time, enforced with an exclusive flock on its
-// lock file. A Fetcher's loop goroutine owns the fetch state of its partitions
+// owned by one log at a time: by one process, enforced with an exclusive
+// flock on its lock file unless the caller's own lock covers the directory
+// (FileLogOptions.DirLockedByCaller, as LocalDestination's root lock does),
+// and by one FileLog of the process, enforced by its FileCache. A Fetcher's loop goroutine owns the fetch state of its partitions
 // and is the only writer of their Logs (appending the partitions of one
 // response in parallel, one goroutine per Log); it keeps one Fetch in flight
 // per source leader. Remove returns once the loop no longer writes the
@@ -48,17 +50,34 @@
 //	                            (last offset of the batch - segment base, position)
 //	leader-epoch-checkpoint     Kafka's checkpoint text (version 0), atomic writes
 //	kmirror-log-state           "0\n<leader epoch>\n<log start>\n<pending> <offset>\n"
-//	.lock                       flock(LOCK_EX|LOCK_NB) while open
+//	kmirror-recovery-point      rolled segments and the active flush point
+//	.lock                       flock(LOCK_EX|LOCK_NB) while open (not with
+//	                            DirLockedByCaller)
+//
+// File descriptors: a FileLog opens its segment files on demand through a
+// FileCache (FileLogOptions.Files; by default the process-wide
+// DefaultFileCache, bounded by half of RLIMIT_NOFILE), an LRU of open files
+// whose entries in use are never closed. An idle partition holds no
+// descriptor of its own, so the number of partitions a process can host is
+// not bounded by its descriptors; a shortage the cache cannot absorb fails the
+// operation with ErrTooManyOpenFiles (and the errno) and leaves the log usable.
+// An idle open partition keeps about 1 KiB of memory, plus its sparse index (8
+// bytes per IndexIntervalBytes of log) and its producers' state
+// (BenchmarkFileLogIdlePartition).
 //
 // No .timeindex is written. Index files are written without preallocation (so
-// they never need trimming) and are rebuilt on every open.
+// they never need trimming) and are rebuilt on every open from the batch
+// headers; Open checks the CRCs of the batches past the recovery point, and
+// of every batch of a segment file changed since the recovery point was
+// written.
 //
 // Data path cost: each fetched batch's CRC is computed once (the loop verifies
 // it, then appends through an internal path of this package's logs that keeps
 // every other check of Append but not the CRC); the bytes are written with one
 // pwrite per partition and response; with FsyncOnFlush and FsyncEveryNBytes a
 // FileLog starts the writeback of each MiB it appends (sync_file_range on
-// Linux, from a goroutine of the log so the append path never waits for the
+// Linux, from a goroutine of its FileCache that runs only while hints are
+// queued, so the append path never waits for the
 // block allocation and I/O queueing it does), so the disk writes while the
 // mirror fetches and Flush's fsync finds little left. The page-cache write
 // itself is the rest of the cost.

@@ -27,26 +27,33 @@ import (
 // policy), and by truncations. It is Kafka's recovery point made exact:
 // everything below it was fsynced, so OpenFileLog accepts no damage there.
 type FileLog struct {
-	dir  string
-	opts FileLogOptions
-	lock *os.File
+	dir       string
+	opts      FileLogOptions
+	files     *FileCache
+	claimed   string   // dir as registered in files (claimDir)
+	lock      *os.File // nil with FileLogOptions.DirLockedByCaller
+	writeback bool     // the policy fsyncs later: start writebacks (maybeWritebackLocked)
 
 	guarded   // mu guards st and the fields below
 	segs      []*segment
 	unflushed int64
 	closed    bool
-	ckpt      []byte       // last checkpoint written
-	rpData    []byte       // last recovery point written
-	wb        *writebacker // nil unless the policy fsyncs later (see maybeWritebackLocked)
-	failed    error        // set when a truncation stopped half-way (ErrLogFailed)
-	discarded []Discard    // what OpenFileLog removed
+	ckpt      []byte    // last checkpoint written
+	rpData    []byte    // last recovery point written
+	failed    error     // set when a truncation stopped half-way (ErrLogFailed)
+	discarded []Discard // what OpenFileLog removed
 }
 
 var _ Log = (*FileLog)(nil)
 
 // OpenFileLog opens (creating if needed) the log in dir, takes its exclusive
-// lock (an error Is(ErrLocked) when another FileLog holds it) and recovers
-// it. Every segment is read and every batch CRC verified. Flushed data is
+// lock (an error Is(ErrLocked) when another FileLog holds it; in this
+// process only, with FileLogOptions.DirLockedByCaller) and recovers it.
+// Every segment's batch headers are read; the CRC of every batch is verified
+// except below the recovery point of a segment file whose change time is
+// before the recovery point's modification time (unchanged since it was
+// fsynced and recorded: a restart after a clean Close reads only headers,
+// as Kafka does not recover below its recovery point). Flushed data is
 // never dropped silently: an invalid batch in a rolled segment or below the
 // active segment's flush point, a segment file the recovery point lists but
 // the directory lacks, a rolled segment whose size or end offset differs
@@ -63,8 +70,10 @@ var _ Log = (*FileLog)(nil)
 // state from the batches (the leader-epoch-checkpoint is rewritten when it
 // differs: it is kept for Kafka's tools and may lag what survived a crash),
 // redoes a truncation interrupted by a crash and fsyncs the active segment.
-// Open cost is one read of the whole log; Truncate reads every batch header
-// once.
+// Open cost is one read of every batch header plus the data past the
+// recovery point (the whole log when its files changed since); Truncate
+// reads every batch header once. The open holds no descriptor when it
+// returns except those its FileCache keeps.
 func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -73,8 +82,39 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("fetcher: create log dir: %w", err)
 	}
+	files := opts.Files
+	if files == nil {
+		files = DefaultFileCache()
+	}
+	claimed, ok := files.claimDir(dir)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is open in another log of this process", ErrLocked, dir)
+	}
+	l := &FileLog{dir: dir, opts: opts, files: files, claimed: claimed,
+		writeback: opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes}
+	if !opts.DirLockedByCaller {
+		lock, err := lockLogDir(dir)
+		if err != nil {
+			files.releaseDir(claimed)
+			return nil, err
+		}
+		l.lock = lock
+	}
+	if err := l.recover(); err != nil {
+		l.closeFiles()
+		return nil, fileLimitError(err)
+	}
+	return l, nil
+}
+
+// lockLogDir takes the exclusive flock of dir's lock file, which other
+// processes' FileLogs respect; the descriptor is held until closeFiles.
+func lockLogDir(dir string) (*os.File, error) {
 	lock, err := os.OpenFile(filepath.Join(dir, LockFileName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		if isFileLimit(err) {
+			return nil, fmt.Errorf("%w: open lock file: %w", ErrTooManyOpenFiles, err)
+		}
 		return nil, fmt.Errorf("fetcher: open lock file: %w", err)
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
@@ -84,15 +124,7 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 		}
 		return nil, fmt.Errorf("fetcher: lock %s: %w", dir, err)
 	}
-	l := &FileLog{dir: dir, opts: opts, lock: lock}
-	if err := l.recover(); err != nil {
-		l.closeFiles()
-		return nil, err
-	}
-	if opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes {
-		l.wb = startWritebacker()
-	}
-	return l, nil
+	return lock, nil
 }
 
 func (l *FileLog) writeCheckpointLocked() error {
@@ -225,16 +257,13 @@ func (l *FileLog) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
-	if l.wb != nil {
-		l.wb.stop()
-	}
 	if l.failed != nil {
 		l.closeFiles()
 		return l.failed
 	}
 	err := l.flushLocked()
 	if err == nil {
-		err = l.active().idx.Sync()
+		err = l.active().idx.syncIfDirty()
 	}
 	l.closeFiles()
 	return err
@@ -249,6 +278,10 @@ func (l *FileLog) closeFiles() {
 		_ = syscall.Flock(int(l.lock.Fd()), syscall.LOCK_UN)
 		l.lock.Close()
 		l.lock = nil
+	}
+	if l.claimed != "" {
+		l.files.releaseDir(l.claimed)
+		l.claimed = ""
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 )
 
 // writebackBytes is how many appended, not yet fsynced bytes of a segment
@@ -12,46 +11,6 @@ import (
 // (startWriteback), so the disk writes while the mirror fetches instead of
 // all at the next fsync.
 const writebackBytes = 1 << 20
-
-// writebacker runs a FileLog's writeback hints (startWriteback) on a
-// goroutine of its own: sync_file_range does the file system's block
-// allocation and queues the I/O in the calling thread, which would otherwise
-// be the append path.
-type writebacker struct {
-	ch   chan wbRange
-	done chan struct{}
-}
-
-type wbRange struct {
-	f      *os.File
-	off, n int64
-}
-
-func startWritebacker() *writebacker {
-	w := &writebacker{ch: make(chan wbRange, 16), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for r := range w.ch {
-			startWriteback(r.f, r.off, r.n) // a file closed meanwhile makes it a no-op
-		}
-	}()
-	return w
-}
-
-// hint queues a writeback hint; when the goroutine is behind, the hint is
-// dropped (the next fsync writes those pages anyway).
-func (w *writebacker) hint(r wbRange) {
-	select {
-	case w.ch <- r:
-	default:
-	}
-}
-
-// stop waits for the queued hints and the goroutine.
-func (w *writebacker) stop() {
-	close(w.ch)
-	<-w.done
-}
 
 func (l *FileLog) active() *segment { return l.segs[len(l.segs)-1] }
 
@@ -69,7 +28,7 @@ func (l *FileLog) rollLocked(base int64) error {
 	if err := old.log.Sync(); err != nil {
 		return fmt.Errorf("fetcher: sync segment: %w", err)
 	}
-	if err := old.idx.Sync(); err != nil {
+	if err := old.idx.syncIfDirty(); err != nil {
 		return fmt.Errorf("fetcher: sync index: %w", err)
 	}
 	old.synced, old.syncedEnd = old.size, old.end
@@ -148,12 +107,12 @@ func (l *FileLog) appendLocked(buf []byte, infos []batchInfo) error {
 // maybeWritebackLocked starts the writeback of s's recent appends once
 // writebackBytes accumulated, for the policies that fsync later.
 func (l *FileLog) maybeWritebackLocked(s *segment) {
-	if l.wb == nil {
+	if !l.writeback {
 		return
 	}
 	s.wbPos = min(s.wbPos, s.size) // the segment may have been cut since
 	if s.size-s.wbPos >= writebackBytes {
-		l.wb.hint(wbRange{s.log, s.wbPos, s.size - s.wbPos})
+		l.files.hint(wbRange{s.log, s.wbPos, s.size - s.wbPos})
 		s.wbPos = s.size
 	}
 }

@@ -1,6 +1,11 @@
 package fetcher
 
 import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -81,4 +86,107 @@ func BenchmarkFileLogRead(b *testing.B) {
 			b.Fatal(err, len(got))
 		}
 	}
+}
+
+// BenchmarkFileLogOpen reopens a cleanly closed log of 64 MiB in 4 segments
+// (1 KiB records in batches of 16 KiB): what a restart costs per partition.
+// It reports the bytes the open read (rchar of /proc/self/io) per open.
+func BenchmarkFileLogOpen(b *testing.B) {
+	chunk, pos, span := benchChunk(b)
+	dir := b.TempDir()
+	opts := FileLogOptions{SegmentBytes: 16 << 20}
+	l := openFile(b, dir, opts)
+	for i := 0; i < 64; i++ {
+		restamp(chunk, pos, int64(i)*span)
+		require.NoError(b, l.Append(chunk))
+	}
+	require.NoError(b, l.Close())
+	before := readChars(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := OpenFileLog(dir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.LogEndOffset() != 64*span {
+			b.Fatal(l.LogEndOffset())
+		}
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(readChars(b)-before)/float64(b.N), "read-B/op")
+}
+
+// readChars returns the bytes this process read so far (rchar), 0 without
+// /proc.
+func readChars(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// BenchmarkFileLogIdlePartition opens 2,000 partitions' FileLogs (a lock per
+// root, as LocalDestination holds it), appends a batch to each and flushes
+// it, then reports what an idle open partition costs: the heap bytes it
+// keeps (heap after a GC, and goroutine stacks) and the descriptors the process holds for it, with a
+// FileCache of 64 files shared by all.
+func BenchmarkFileLogIdlePartition(b *testing.B) {
+	const n = 2000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		root := b.TempDir()
+		files := NewFileCache(64)
+		batch := buildBatch(b, records.BatchSpec{BaseOffset: 0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, 3, 100)
+		fds0 := openDescriptors()
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		b.StartTimer()
+		logs := make([]*FileLog, n)
+		for p := range logs {
+			l, err := OpenFileLog(filepath.Join(root, strconv.Itoa(p)), FileLogOptions{Files: files, DirLockedByCaller: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Append(batch); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			logs[p] = l
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		fds := openDescriptors() - fds0
+		used := func(m *runtime.MemStats) int64 { return int64(m.HeapAlloc + m.StackInuse) }
+		b.ReportMetric(float64(used(&m1)-used(&m0))/n, "heap+stack-B/partition")
+		b.ReportMetric(float64(fds)/n, "fds/partition")
+		b.ReportMetric(float64(fds), "fds")
+		for _, l := range logs {
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// openDescriptors counts the process's open descriptors, 0 without /proc.
+func openDescriptors() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
 }

@@ -55,7 +55,7 @@ func decodeMeta(data []byte) (logMeta, error) {
 // writeFileAtomic replaces name in dir (atomicfile.WriteFile).
 func writeFileAtomic(dir, name string, data []byte) error {
 	if err := atomicfile.WriteFile(dir, name, data, 0o644); err != nil {
-		return fmt.Errorf("fetcher: write %s: %w", name, err)
+		return fmt.Errorf("fetcher: write %s: %w", name, fileLimitError(err))
 	}
 	return nil
 }

@@ -35,7 +35,8 @@ const (
 
 // File names inside a FileLog directory.
 const (
-	// LockFileName is the exclusive lock file (flock LOCK_EX|LOCK_NB).
+	// LockFileName is the exclusive lock file (flock LOCK_EX|LOCK_NB),
+	// unless FileLogOptions.DirLockedByCaller.
 	LockFileName = ".lock"
 	// CheckpointFileName is Kafka's leader-epoch checkpoint file.
 	CheckpointFileName = "leader-epoch-checkpoint"
@@ -67,6 +68,18 @@ type FileLogOptions struct {
 	// segment keeps its valid prefix and every later segment file is
 	// removed. What was removed is reported by (*FileLog).Discarded.
 	RepairCorruption bool
+	// Files is the FileCache the log opens its segment files through (nil:
+	// DefaultFileCache, shared by the process). The log holds a descriptor
+	// only while a read, a write or an fsync of it is under way, or while
+	// the cache keeps one of its files open among the Max most recently
+	// used.
+	Files *FileCache
+	// DirLockedByCaller says that the caller holds a lock excluding other
+	// processes from the log's directory (LocalDestination's root lock):
+	// OpenFileLog then takes no lock file of its own and holds no
+	// descriptor for it. A second FileLog on the directory in this process
+	// is refused (ErrLocked) either way.
+	DirLockedByCaller bool
 }
 
 // Validate checks the options and reports the first invalid field.

@@ -26,9 +26,10 @@ type segPlan struct {
 type recovery struct {
 	cut      *segment // cut at cutPos, nil for none
 	cutPos   int64
-	remove   []int64 // base offsets of segment files to remove
-	create   int64   // base of an active segment to create, -1 for none
-	activeAt int64   // the recovery point's log end of the active segment, -1 when it was not kept whole
+	remove   []int64  // base offsets of segment files to remove
+	create   int64    // base of an active segment to create, -1 for none
+	activeAt int64    // the recovery point's log end of the active segment, -1 when it was not kept whole
+	rpTime   fileTime // when the recovery point was written; zero when unknown
 	discards []Discard
 }
 
@@ -81,7 +82,11 @@ func (l *FileLog) recover() error {
 	if meta.pending == "truncate" {
 		trunc = meta.pendingOff
 	}
-	if err := l.loadSegments(planSegments(bases, rp), trunc); err != nil {
+	var rpTime fileTime
+	if rp != nil {
+		rpTime, _ = modTime(l.path(RecoveryPointFileName))
+	}
+	if err := l.loadSegments(planSegments(bases, rp), trunc, rpTime); err != nil {
 		return err
 	}
 	// The epoch cache is the one the batches give (the scan assigned every
@@ -140,13 +145,13 @@ func planSegments(bases []int64, rp *recoveryPoint) []segPlan {
 	return plans
 }
 
-// loadSegments opens and validates the planned segments in order (every CRC
-// verified), rebuilding the state; trunc >= 0 is a pending truncation, whose
+// loadSegments opens and validates the planned segments in order (the CRCs
+// verified as verifyFrom says), rebuilding the state; trunc >= 0 is a pending truncation, whose
 // segment files not in the recovery point are removed. Nothing is modified
 // until every segment passed, so a corruption error leaves the directory
 // as it was.
-func (l *FileLog) loadSegments(plans []segPlan, trunc int64) error {
-	rec := recovery{create: -1, activeAt: -1}
+func (l *FileLog) loadSegments(plans []segPlan, trunc int64, rpTime fileTime) error {
+	rec := recovery{create: -1, activeAt: -1, rpTime: rpTime}
 	lower := int64(0)
 	for i, p := range plans {
 		if !p.expected && p.onDisk && trunc >= 0 && p.base >= trunc {
@@ -204,7 +209,7 @@ func (l *FileLog) loadSegment(p segPlan, lower int64, rec *recovery) (*badSpot, 
 	if p.rolled && p.known {
 		stop = p.mark.size
 	}
-	bad, err := s.scan(lower, p.mark.size, stop, true, l.opts.IndexIntervalBytes, l.st.apply)
+	bad, err := s.scan(lower, p.mark.size, stop, l.verifyFrom(p, rec.rpTime), l.opts.IndexIntervalBytes, l.st.apply)
 	if err != nil || bad != nil {
 		return bad, err
 	}
@@ -219,6 +224,25 @@ func (l *FileLog) loadSegment(p segPlan, lower int64, rec *recovery) (*badSpot, 
 		rec.activeAt = p.mark.next
 	}
 	return nil, nil
+}
+
+// verifyFrom is the position from which loadSegment checks the CRC of p's
+// batches. A segment file that has not changed since the recovery point was
+// written (its change time is before the recovery point's modification time,
+// both on the file system's clock) holds, up to its recorded size, data that
+// was fsynced and CRC-checked when it was appended or opened: only its batch
+// headers are read, as Kafka does not recover below its recovery point. A
+// file changed since, or any file of a log without a recovery point, is
+// checked whole; past the flush point every batch is checked.
+func (l *FileLog) verifyFrom(p segPlan, rpTime fileTime) int64 {
+	if !p.known || rpTime.zero() {
+		return 0
+	}
+	ct, ok := changeTime(l.path(segName(p.base, ".log")))
+	if !ok || !ct.before(rpTime) {
+		return 0
+	}
+	return p.mark.size
 }
 
 // fileSize is the size of base's segment file, 0 when it cannot be read.
@@ -318,7 +342,7 @@ func (l *FileLog) rebuildStateLocked() error {
 	lower := int64(0)
 	for _, s := range l.segs {
 		size := s.size
-		bad, err := s.scan(lower, 0, size, false, l.opts.IndexIntervalBytes, l.st.apply)
+		bad, err := s.scan(lower, 0, size, math.MaxInt64, l.opts.IndexIntervalBytes, l.st.apply)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"sort"
@@ -23,7 +22,7 @@ type indexEntry struct {
 
 type segment struct {
 	base       int64
-	log, idx   *os.File
+	log, idx   *cachedFile // opened on demand through the FileLog's FileCache
 	size       int64
 	index      []indexEntry
 	sinceIndex int64
@@ -33,6 +32,7 @@ type segment struct {
 	// syncedEnd the log end when it was synced: the active segment's flush
 	// point in the recovery point.
 	synced, syncedEnd int64
+	crcChecked        int // batches whose CRC the last scan checked
 }
 
 func segName(base int64, ext string) string { return fmt.Sprintf("%020d%s", base, ext) }
@@ -72,12 +72,12 @@ func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
 	if create {
 		flag |= os.O_CREATE | os.O_EXCL
 	}
-	lf, err := os.OpenFile(l.path(segName(base, ".log")), flag, 0o644)
+	lf, err := l.files.openFile(l.path(segName(base, ".log")), flag)
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: open segment: %w", err)
 	}
 	s := &segment{base: base, log: lf, end: base, syncedEnd: base}
-	xf, err := os.OpenFile(l.path(segName(base, ".index")), os.O_RDWR, 0o644)
+	xf, err := l.files.openFile(l.path(segName(base, ".index")), os.O_RDWR)
 	switch {
 	case err == nil:
 		s.idx = xf
@@ -87,7 +87,7 @@ func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
 		err = nil
 	}
 	if err != nil {
-		lf.Close()
+		_ = lf.close()
 		return nil, err
 	}
 	return s, nil
@@ -98,7 +98,7 @@ func (l *FileLog) openIndex(s *segment) error {
 	if s.idx != nil {
 		return nil
 	}
-	xf, err := os.OpenFile(l.path(segName(s.base, ".index")), os.O_RDWR|os.O_CREATE, 0o644)
+	xf, err := l.files.openFile(l.path(segName(s.base, ".index")), os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return fmt.Errorf("fetcher: open index: %w", err)
 	}
@@ -121,10 +121,8 @@ func (l *FileLog) newSegmentLocked(base int64) (*segment, error) {
 }
 
 func (s *segment) close() {
-	s.log.Close()
-	if s.idx != nil {
-		s.idx.Close()
-	}
+	_ = s.log.close()
+	_ = s.idx.close()
 }
 
 func (l *FileLog) removeSegment(s *segment) error {
@@ -168,7 +166,7 @@ func (s *segment) indexBytes() []byte {
 // syncIndexFile makes the index file equal the in-memory index.
 func (s *segment) syncIndexFile() error {
 	want := s.indexBytes()
-	have, err := io.ReadAll(io.NewSectionReader(s.idx, 0, math.MaxInt64))
+	have, err := s.idx.readAll()
 	if err != nil {
 		return fmt.Errorf("fetcher: read index: %w", err)
 	}
@@ -220,19 +218,19 @@ type badSpot struct {
 // scan reads the segment's batches from position 0 to the end of the file
 // (or to stop, when that comes first),
 // rebuilding its index, end offset and size (the valid prefix) and calling fn
-// for each valid batch. Batches must start at or after lower; verify checks
-// every CRC, otherwise only headers are read (and control batches whole,
-// CRC included). A
+// for each valid batch. Batches must start at or after lower; the CRC of
+// every batch at or past position verifyFrom is checked, below it only
+// headers are read (and control batches whole, CRC included). A
 // batch that starts below flushed must end at or below it (the flush point
 // is a batch boundary). It returns the first bad batch, nil when the whole
 // file is valid; the file is never modified.
-func (s *segment) scan(lower, flushed, stop int64, verify bool, interval int64, fn func(batchInfo)) (*badSpot, error) {
+func (s *segment) scan(lower, flushed, stop, verifyFrom int64, interval int64, fn func(batchInfo)) (*badSpot, error) {
 	fi, err := s.log.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: stat segment: %w", err)
 	}
 	total := min(fi.Size(), stop)
-	s.index, s.sinceIndex, s.end = s.index[:0], 0, s.base
+	s.index, s.sinceIndex, s.end, s.crcChecked = s.index[:0], 0, s.base, 0
 	lower = max(lower, s.base)
 	hdr := make([]byte, records.HeaderSize)
 	var buf []byte
@@ -252,7 +250,7 @@ func (s *segment) scan(lower, flushed, stop int64, verify bool, interval int64, 
 		if pos < flushed && pos+int64(info.size) > flushed {
 			return &badSpot{pos, info.base, fmt.Errorf("%w: batch of %d bytes crosses the flush point %d", ErrSegmentMismatch, info.size, flushed)}, nil
 		}
-		if verify || info.control {
+		if pos >= verifyFrom || info.control {
 			if cap(buf) < info.size {
 				buf = make([]byte, info.size)
 			}
@@ -264,6 +262,7 @@ func (s *segment) scan(lower, flushed, stop int64, verify bool, interval int64, 
 			if err != nil {
 				return &badSpot{pos, info.base, err}, nil
 			}
+			s.crcChecked++
 			info = full
 		}
 		info.pos = int(pos)

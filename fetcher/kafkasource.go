@@ -83,6 +83,17 @@ type KafkaSource struct {
 	mu      sync.Mutex // guards the fields below
 	topics  map[string]*topicMeta
 	brokers map[int32]chan struct{} // one slot per broker: the fetch in flight to it
+	// refreshing holds the Metadata request in flight for each topic: a refresh of
+	// the same topic meanwhile waits for its answer instead of sending its own, so
+	// the reconcilers of a topic's P partitions starting at once send one request,
+	// not P.
+	refreshing map[string]*metadataCall
+}
+
+// metadataCall is one Metadata request in flight; err is set before done closes.
+type metadataCall struct {
+	done chan struct{}
+	err  error
 }
 
 type topicMeta struct {
@@ -132,17 +143,48 @@ func (s *KafkaSource) DivergenceViaOffsetForLeaderEpoch() bool {
 func (s *KafkaSource) refresh(ctx context.Context, topics []string, force bool) error {
 	now := time.Now()
 	var want []string
+	var waits []*metadataCall
+	call := &metadataCall{done: make(chan struct{})}
 	s.mu.Lock()
 	for _, t := range topics {
 		m := s.topics[t]
 		if m == nil || (force && now.Sub(m.refreshed) >= s.cfg.MetadataMinAge) {
+			if c := s.refreshing[t]; c != nil {
+				waits = append(waits, c) // its answer is as fresh as ours would be
+				continue
+			}
+			if s.refreshing == nil {
+				s.refreshing = make(map[string]*metadataCall)
+			}
+			s.refreshing[t] = call
 			want = append(want, t)
 		}
 	}
 	s.mu.Unlock()
-	if len(want) == 0 {
-		return nil
+	var err error
+	if len(want) > 0 {
+		err = s.requestMetadata(ctx, want, now)
+		s.mu.Lock()
+		for _, t := range want {
+			delete(s.refreshing, t)
+		}
+		s.mu.Unlock()
+		call.err = err
+		close(call.done)
 	}
+	for _, c := range waits {
+		select {
+		case <-c.done:
+			err = errors.Join(err, c.err)
+		case <-ctx.Done():
+			return errors.Join(err, fmt.Errorf("fetcher: source metadata: %w", ctx.Err()))
+		}
+	}
+	return err
+}
+
+// requestMetadata sends one Metadata request for topics and caches the answer.
+func (s *KafkaSource) requestMetadata(ctx context.Context, want []string, now time.Time) error {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range want {
 		rt := kmsg.NewMetadataRequestTopic()

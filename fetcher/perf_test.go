@@ -80,31 +80,28 @@ func TestFileLogWritebackKeepsData(t *testing.T) {
 	}
 }
 
-// TestFileLogCloseStopsWriteback: a FileLog whose policy fsyncs later runs
-// its writeback hints on a goroutine of its own, and Close stops it.
-func TestFileLogCloseStopsWriteback(t *testing.T) {
-	for _, policy := range []FsyncPolicy{FsyncOnFlush, FsyncEveryNBytes} {
-		l := openFile(t, t.TempDir(), FileLogOptions{Fsync: policy})
+// TestFileLogWritebackRunsOnlyWhileQueued: a FileLog whose policy fsyncs
+// later hands its writeback hints to its FileCache, whose goroutine exists
+// only while hints are queued (an idle partition costs no goroutine); after
+// Close the log holds no descriptor. FsyncNever leaves writeback to the
+// kernel.
+func TestFileLogWritebackRunsOnlyWhileQueued(t *testing.T) {
+	for _, policy := range []FsyncPolicy{FsyncOnFlush, FsyncEveryNBytes, FsyncNever} {
+		files := NewFileCache(8)
+		l := openFile(t, t.TempDir(), FileLogOptions{Fsync: policy, Files: files})
 		for off := int64(0); off < 3*writebackBytes/1000; off += 64 {
 			require.NoError(t, l.Append(buildBatch(t, records.BatchSpec{BaseOffset: off, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, 64, 1000)))
 		}
-		w := l.wb
-		require.NotNil(t, w, "policy %d", policy)
-		select {
-		case <-w.done:
-			t.Fatalf("policy %d: writeback goroutine gone before Close", policy)
-		default:
+		runs := files.waitWritebackIdle()
+		if policy == FsyncNever {
+			require.Zero(t, runs, "FsyncNever leaves writeback to the kernel")
+		} else {
+			require.NotZero(t, runs, "policy %d", policy)
 		}
 		require.NoError(t, l.Close())
-		select {
-		case <-w.done:
-		default:
-			t.Fatalf("policy %d: Close returned with the writeback goroutine running", policy)
-		}
+		files.waitWritebackIdle()
+		require.Zero(t, files.Stats().Open, "policy %d: descriptors left open after Close", policy)
 	}
-	never := openFile(t, t.TempDir(), FileLogOptions{Fsync: FsyncNever})
-	require.Nil(t, never.wb, "FsyncNever leaves writeback to the kernel")
-	require.NoError(t, never.Close())
 }
 
 // appendCounter wraps a Log and counts Append calls.

@@ -62,12 +62,14 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 		Peers: m.peerView,
 		NewSyncer: func(name string, sa metasync.SourceAdmin) (*metasync.Syncer, error) {
 			return metasync.NewSyncer(metasync.SyncConfig{Mirror: name, Controller: m.ctrl, Source: sa,
-				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name), Observer: conditionObserver(m.opts.ops.metrics)})
+				Destination: m.dest, Logger: m.log, Mirroring: m.partitionMirroring(name), Observer: conditionObserver(m.opts.ops.metrics),
+				Groups: m.opts.groups})
 		},
 		SourceClusterID: m.ctrl.RecordSourceClusterID,
 		Metrics:         m.opts.ops.metrics,
 		Events:          events,
 		Removals:        m.opts.removals,
+		ClearApproval:   m.ctrl.ClearApproval,
 		Logger:          m.log,
 		Clock:           m.opts.clock,
 		Config: reconcile.Config{FetchersPerMirror: m.cfg.FetchersPerMirror, SyncInterval: m.cfg.SyncInterval,

@@ -66,7 +66,7 @@ func (m *Mirror) planStates(ctx context.Context, name, topic string) (map[int32]
 		if r.ErrorCode != admin.CodeNone {
 			return nil, admin.Errorf(r.ErrorCode, "topic %q partition %d: cannot read the mirror state", topic, r.Partition)
 		}
-		out[r.Partition] = reconcile.PlanState{State: r.State, LastMirrorOffset: r.LastMirrorOffset}
+		out[r.Partition] = reconcile.PlanState{State: r.State, LastMirrorOffset: r.LastMirrorOffset, Previous: r.PreviousState}
 	}
 	return out, nil
 }
@@ -135,28 +135,35 @@ func (m *Mirror) planLifecycle(ctx context.Context, name, topic string, op state
 	return out, nil
 }
 
-// planRecover is the plan of recovering topic: its FAILED partitions restart from
-// PREPARING (the truncation planned as for a start); the others stay as they are.
-func (m *Mirror) planRecover(ctx context.Context, name, topic string) ([]PartitionPlan, error) {
+// planRecoverStates is the plan of recovering topic: its FAILED partitions restart
+// from PREPARING (the truncation planned as for a start); the others stay as they
+// are. It also returns the state each FAILED partition failed in.
+func (m *Mirror) planRecoverStates(ctx context.Context, name, topic string) ([]PartitionPlan, map[int32]statemachine.State, error) {
 	ts, ok := m.ctrl.Topic(topic)
 	if !ok || ts.Mirror != name {
-		return nil, admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q is not a topic of mirror %q", topic, name)
+		return nil, nil, admin.Errorf(admin.CodeUnknownTopicOrPartition, "topic %q is not a topic of mirror %q", topic, name)
 	}
 	if ts.Desired != statemachine.DesiredMirroring {
-		return nil, admin.Errorf(admin.CodeInvalidClusterMirrorStates,
+		return nil, nil, admin.Errorf(admin.CodeInvalidClusterMirrorStates,
 			"topic %q of mirror %q is %s: only a MIRRORING topic can be recovered", topic, name, ts.Desired)
 	}
 	mr, ok := m.mirror(name)
 	if !ok {
-		return nil, controller.UnknownMirror(name)
+		return nil, nil, controller.UnknownMirror(name)
 	}
 	states, err := m.planStates(ctx, name, topic)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan, err := mr.PlanStart(ctx, topic, states)
 	if err != nil {
-		return nil, asAdminError(err)
+		return nil, nil, asAdminError(err)
+	}
+	prev := map[int32]statemachine.State{}
+	for p, st := range states {
+		if st.State == statemachine.Failed {
+			prev[p] = st.Previous
+		}
 	}
 	for i := range plan {
 		if plan[i].StateNow != statemachine.Failed {
@@ -164,7 +171,7 @@ func (m *Mirror) planRecover(ctx context.Context, name, topic string) ([]Partiti
 				LastMirrorEpoch: -1, LogStart: plan[i].LogStart, LogEnd: plan[i].LogEnd, TruncationOffset: -1, DivergenceOffset: -1, SourceLogStart: -1}
 		}
 	}
-	return plan, nil
+	return plan, prev, nil
 }
 
 // newTopicPlan is the plan of a start that creates its destination topic: every

@@ -173,6 +173,9 @@ type StateChange struct {
 	From, To  statemachine.State
 	// Reason is the failure reason when To is FAILED.
 	Reason string
+	// Cause is the typed failure when To is FAILED and one is known (errors.As it, e.g.
+	// a *TruncationRefusedError with the plan PREPARING refused); nil otherwise.
+	Cause error
 }
 
 // Option configures a Mirror (an option of New). Its values come from the With...
@@ -197,6 +200,7 @@ type options struct {
 	retry    RetryConfig
 	retrySet bool
 	ops      opsOptions // metrics and source-health options (metrics.go)
+	groups   GroupGuard
 }
 
 // newOptions applies opts and fills in the defaults of what they leave unset (or set
@@ -242,6 +246,16 @@ func WithSourceFactory(f SourceFactory) Option {
 func WithPeerFactory(f PeerFactory) Option {
 	return optionFunc(func(o *options) { o.peers = f })
 }
+
+// GroupGuard is metasync.GroupGuard: what holds the membership of the
+// destination's consumer groups (dataplane.DataPlane).
+type GroupGuard = metasync.GroupGuard
+
+// WithGroupGuard makes the offset sync of every mirror ask g before it writes
+// a group's offsets: a group with members on the destination (any state
+// other than Empty and Dead) keeps the offsets its members committed, and
+// the sync resumes once it empties.
+func WithGroupGuard(g GroupGuard) Option { return optionFunc(func(o *options) { o.groups = g }) }
 
 // WithClock sets the clock used for timestamps of control records (default time.Now).
 func WithClock(now func() time.Time) Option { return optionFunc(func(o *options) { o.clock = now }) }
@@ -306,6 +320,14 @@ type RecoverOptions struct {
 	// ValidateOnly computes the plan (TopicResult.Plan: the FAILED partitions that
 	// restart, and what their PREPARING truncates) and changes nothing.
 	ValidateOnly bool
+	// AllowTruncation lets the restarted partitions remove records written on this
+	// site that their plan removes (a partition that failed before its PREPARING
+	// truncated: a refused auto-discovered start, a restart in PREPARING without an
+	// approval): the plan's ranges are recorded with the topic as approvals
+	// (controller.Approval), and PREPARING removes no more. Without it such a topic
+	// is refused with a *TruncationRefusedError carrying the plan, and nothing
+	// changes.
+	AllowTruncation bool
 }
 
 // ListFilter selects mirrors in ListClusterMirrors (spec §11.3). Empty lists do not

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
@@ -192,10 +195,11 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st metasync.
 
 // commitStartTopics makes the started topics read-only, checks that nothing was
 // written since their plans (else plans them again and refuses a removal now
-// disallowed), approves the planned removals, and records the start in the
-// controller. A topic refused here is made writable again as it was.
+// disallowed), and records the start in the controller with, when o.AllowTruncation,
+// the planned removals of this site's records as its approvals (controller.Approval). A topic refused here is made writable again as it was.
 func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta,
 	plans map[string][]PartitionPlan, o StartOptions) ([]TopicResult, error) {
+	openLogs(m.dest, metas)
 	var refused []TopicResult
 	var ok []TopicMeta
 	was := map[string][]bool{} // the read-only flags before, to give back on a refusal
@@ -211,7 +215,11 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 			refused = append(refused, TopicResult{Topic: t.Name, Err: err, Plan: plans[t.Name], Truncations: fullTruncations(plans[t.Name])})
 			continue
 		}
-		mr.Approve(t.Name, plans[t.Name], o.AllowTruncation)
+		if o.AllowTruncation {
+			// Durable with the topic's MIRRORING record: a restart in PREPARING honours
+			// it; PREPARING refuses any removal of this site's records it does not cover.
+			t.Approvals = controller.ApprovalsOf(plans[t.Name])
+		}
 		mr.LogPlan(t.Name, plans[t.Name])
 		ok = append(ok, t)
 	}
@@ -231,20 +239,51 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 	return append(refused, res...), nil
 }
 
+// openWorkers is how many logs openLogs opens at once: opening a partition's log
+// creates its directory and files and fsyncs them, and the disk overlaps the fsyncs
+// of many files where one after another they add up at thousands of partitions.
+const openWorkers = 32
+
+// openLogs opens the destination logs of every partition of topics, openWorkers at a
+// time, before the start goes through them one by one. An open that fails is left
+// to the caller's own Log call (which fails that partition alone, with the cause).
+func openLogs(d Destination, topics []TopicMeta) {
+	type part struct {
+		topic string
+		p     int32
+	}
+	work := make(chan part)
+	var wg sync.WaitGroup
+	for range openWorkers {
+		wg.Go(func() {
+			for w := range work {
+				_, _ = d.Log(w.topic, w.p)
+			}
+		})
+	}
+	for _, t := range topics {
+		spec, _ := d.Topic(t.Name)
+		for p := range spec.Partitions {
+			work <- part{t.Name, p}
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
 // setTopicReadOnly sets the read-only flag of every partition of topic and returns
 // what each was before.
 func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
 	spec, _ := m.dest.Topic(topic)
-	was := make([]bool, 0, spec.Partitions)
-	for p := int32(0); p < spec.Partitions; p++ {
-		ro := false
+	was := make([]bool, spec.Partitions)
+	err := eachPartition(spec.Partitions, func(p int32) error {
 		if l, err := m.dest.Log(topic, p); err == nil {
-			ro = l.ReadOnly()
+			was[p] = l.ReadOnly()
 		} // else PREPARING fails the partition alone, with the cause
-		was = append(was, ro)
-		if err := m.dest.SetReadOnly(topic, p, ro); err != nil {
-			return was, asAdminError(err)
-		}
+		return m.dest.SetReadOnly(topic, p, ro)
+	})
+	if err != nil {
+		return was, asAdminError(err)
 	}
 	return was, nil
 }
@@ -254,12 +293,30 @@ func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
 // whose log could not be opened).
 func (m *Mirror) restoreReadOnly(topic string, was []bool) {
 	spec, _ := m.dest.Topic(topic)
-	for p := int32(0); p < spec.Partitions; p++ {
+	_ = eachPartition(spec.Partitions, func(p int32) error {
 		ro := int(p) < len(was) && was[p]
 		if err := m.dest.SetReadOnly(topic, p, ro); err != nil {
 			m.log.Warn("mirror: cannot restore the read-only flag of a refused start", "topic", topic, "partition", p, "err", err)
 		}
+		return nil
+	})
+}
+
+// flagWorkers is how many read-only flags eachPartition sets at once: a
+// destination that makes each flag durable (LocalDestination) commits the
+// flags set while a write is in flight together, so thousands of partitions
+// cost a few writes, where one after another they cost one each.
+const flagWorkers = 64
+
+// eachPartition calls f for partitions 0..n-1, flagWorkers at a time, and
+// returns the first error (every call is made).
+func eachPartition(n int32, f func(p int32) error) error {
+	var g errgroup.Group
+	g.SetLimit(flagWorkers)
+	for p := int32(0); p < n; p++ {
+		g.Go(func() error { return f(p) })
 	}
+	return g.Wait()
 }
 
 // planMoved reports whether a log of topic grew or shrank since plan was computed.

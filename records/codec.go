@@ -11,7 +11,7 @@ import (
 // field is one field of a coordinator or controller record, defined once
 // and used by both the encoder and the decoder. ptr points into the record
 // struct: *int8, *int16, *int32, *int64, *UUID, *string, **string (nullable) or
-// *[]ConfigEntry.
+// *[]ConfigEntry or *[]RemovalApproval.
 type field struct {
 	name  string
 	since int16 // first value version that carries the field
@@ -54,6 +54,14 @@ func encodeFields(dst []byte, fs []field, v int16, flexible bool) ([]byte, error
 				e := &(*p)[i]
 				dst = kbin.AppendCompactString(dst, e.Name)
 				dst = kbin.AppendCompactNullableString(dst, e.Value)
+				dst = append(dst, 0) // no tagged fields
+			}
+		case *[]RemovalApproval:
+			dst = kbin.AppendCompactArrayLen(dst, len(*p))
+			for _, a := range *p {
+				dst = kbin.AppendInt32(dst, a.Partition)
+				dst = kbin.AppendInt64(dst, a.RemovedFrom)
+				dst = kbin.AppendInt64(dst, a.RemovedTo)
 				dst = append(dst, 0) // no tagged fields
 			}
 		default:
@@ -108,6 +116,21 @@ func decodeFields(r *kbin.Reader, fs []field, v int16, flexible bool) error {
 				kmsg.SkipTags(r)
 			}
 			*p = es
+		case *[]RemovalApproval:
+			n := r.CompactArrayLen()
+			// Each entry takes 21 bytes.
+			if n < 0 || int(n)*21 > len(r.Src) {
+				return fmt.Errorf("%s: array length %d with %d bytes left", f.name, n, len(r.Src))
+			}
+			var as []RemovalApproval
+			if n > 0 {
+				as = make([]RemovalApproval, n)
+			}
+			for i := range as {
+				as[i] = RemovalApproval{Partition: r.Int32(), RemovedFrom: r.Int64(), RemovedTo: r.Int64()}
+				kmsg.SkipTags(r)
+			}
+			*p = as
 		default:
 			return fmt.Errorf("%s: unsupported field type %T", f.name, f.ptr)
 		}
@@ -140,6 +163,13 @@ type recordDef struct {
 // value = int16 version + value fields (flexible); valueFields nil means a
 // tombstone (nil value).
 func encodeKV(def recordDef, keyFields, valueFields []field) (key, value []byte, err error) {
+	return encodeKVAt(def, def.valueVersion, keyFields, valueFields)
+}
+
+// encodeKVAt is encodeKV writing value version v (at most def.valueVersion): a record
+// that needs none of the newer fields is written at the older version, so that a reader
+// of that version still reads it.
+func encodeKVAt(def recordDef, v int16, keyFields, valueFields []field) (key, value []byte, err error) {
 	key = kbin.AppendInt16(nil, def.typ)
 	if key, err = encodeFields(key, keyFields, 0, false); err != nil {
 		return nil, nil, recordErr(ErrBadRecord, "key", def.typ, "%v", err)
@@ -147,8 +177,8 @@ func encodeKV(def recordDef, keyFields, valueFields []field) (key, value []byte,
 	if valueFields == nil {
 		return key, nil, nil
 	}
-	value = kbin.AppendInt16(nil, def.valueVersion)
-	if value, err = encodeFields(value, valueFields, def.valueVersion, true); err != nil {
+	value = kbin.AppendInt16(nil, v)
+	if value, err = encodeFields(value, valueFields, v, true); err != nil {
 		return nil, nil, recordErr(ErrBadRecord, "value", def.typ, "%v", err)
 	}
 	return key, value, nil

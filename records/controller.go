@@ -14,7 +14,9 @@ const (
 )
 
 var (
-	defMirrorTopicState = recordDef{name: "MirrorTopicStateChangeRecord", typ: ControllerTypeMirrorTopicState, valueVersion: 0}
+	// Value version 1 adds Approvals; a record without approvals is still written at
+	// version 0 (a reader of version 0 reads it), and version 0 values decode with none.
+	defMirrorTopicState = recordDef{name: "MirrorTopicStateChangeRecord", typ: ControllerTypeMirrorTopicState, valueVersion: 1}
 	defClusterMirror    = recordDef{name: "ClusterMirrorRecord", typ: ControllerTypeClusterMirror, valueVersion: 0}
 )
 
@@ -26,6 +28,18 @@ type MirrorTopicStateChangeRecord struct {
 	TopicName    string
 	MirrorName   string
 	DesiredState int8
+	// Approvals are the removals of records written on this site that the operator
+	// allowed the start (or recover) that wrote this record to make, one per
+	// partition (value version 1+).
+	Approvals []RemovalApproval
+}
+
+// RemovalApproval allows PREPARING of one partition to remove records written on
+// this site within the offsets [RemovedFrom, RemovedTo): the plan's removed range.
+type RemovalApproval struct {
+	Partition   int32
+	RemovedFrom int64
+	RemovedTo   int64
 }
 
 func (r *MirrorTopicStateChangeRecord) keyFields() []field {
@@ -37,7 +51,16 @@ func (r *MirrorTopicStateChangeRecord) valueFields() []field {
 		{"TopicName", 0, &r.TopicName},
 		{"MirrorName", 0, &r.MirrorName},
 		{"DesiredState", 0, &r.DesiredState},
+		{"Approvals", 1, &r.Approvals},
 	}
+}
+
+// valueVersion is the oldest value version that holds r: 0 without approvals.
+func (r *MirrorTopicStateChangeRecord) valueVersion() int16 {
+	if len(r.Approvals) > 0 {
+		return 1
+	}
+	return 0
 }
 
 // ConfigEntry is one mirror-level config; Value nil means "unset".
@@ -91,7 +114,7 @@ func EncodeControllerRecord(r ControllerRecord) (key, value []byte) {
 func (r ControllerRecord) encode() (key, value []byte, err error) {
 	switch {
 	case r.TopicState != nil && r.Mirror == nil && r.MirrorTombstone == "":
-		return encodeKV(defMirrorTopicState, r.TopicState.keyFields(), r.TopicState.valueFields())
+		return encodeKVAt(defMirrorTopicState, r.TopicState.valueVersion(), r.TopicState.keyFields(), r.TopicState.valueFields())
 	case r.Mirror != nil && r.TopicState == nil && r.MirrorTombstone == "":
 		return encodeKV(defClusterMirror, r.Mirror.keyFields(), r.Mirror.valueFields())
 	case r.MirrorTombstone != "" && r.TopicState == nil && r.Mirror == nil:

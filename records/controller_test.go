@@ -77,3 +77,26 @@ func TestControllerRecordErrors(t *testing.T) {
 	_, err = DecodeControllerRecord(mk, []byte{0, 0, 0xff, 0xff, 0xff, 0xff, 0x07, 0})
 	require.ErrorIs(t, err, ErrBadRecord)
 }
+
+// TestControllerRecordApprovals: a topic record with approvals is written at value
+// version 1 and reads back whole; one without is still version 0 (what a reader of
+// version 0 reads), and a truncated approval list is refused.
+func TestControllerRecordApprovals(t *testing.T) {
+	r := ControllerRecord{TopicState: &MirrorTopicStateChangeRecord{TopicID: testTopicID, TopicName: "orders", MirrorName: "m1", DesiredState: 2,
+		Approvals: []RemovalApproval{{Partition: 1, RemovedFrom: 10, RemovedTo: 40}}}}
+	key, value := EncodeControllerRecord(r)
+	require.Equal(t, "0001"+"076f7264657273"+"036d31"+"02"+"02"+"00000001"+"000000000000000a"+"0000000000000028"+"00"+"00", hex.EncodeToString(value))
+	got, err := DecodeControllerRecord(key, value)
+	require.NoError(t, err)
+	require.Equal(t, r, got)
+
+	_, v0 := EncodeControllerRecord(ControllerRecord{TopicState: &MirrorTopicStateChangeRecord{TopicID: testTopicID, TopicName: "orders", MirrorName: "m1", DesiredState: 2}})
+	require.Equal(t, "0000", hex.EncodeToString(v0[:2]), "no approvals: version 0")
+
+	_, err = DecodeControllerRecord(key, value[:len(value)-10])
+	require.ErrorIs(t, err, ErrBadRecord)
+	bad := append([]byte(nil), value...)
+	bad[0], bad[1] = 0, 2
+	_, err = DecodeControllerRecord(key, bad)
+	require.ErrorIs(t, err, ErrUnknownRecord, "a newer version than this code reads")
+}

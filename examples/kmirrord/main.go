@@ -49,15 +49,19 @@ type options struct {
 	clusterID    string
 	syncInterval time.Duration
 	retry        mirror.RetryConfig // the FAILED retry (mirror.failed.retry.* flags)
+	unreachable  time.Duration      // -source-unreachable-after (mirror.WithSourceUnreachableAfter)
 	logLevel     slog.Level
 	logFormat    string
 	cpuProfile   string
 	metrics      string // host:port of the Prometheus /metrics endpoint, "" for none
 	enforceACLs  bool
+	superUsers   []string
+	security     securityOptions // TLS, SASL, -add-scram, -allow-anonymous (security.go)
+	// initialRebalanceDelay is the data plane's group.initial.rebalance.delay.ms
+	// (negative: none).
+	initialRebalanceDelay time.Duration
 	// fetchSessionSlots is -fetch-session-cache-slots.
 	fetchSessionSlots int
-	superUsers        []string
-	security          securityOptions // TLS, SASL, -add-scram, -allow-anonymous (security.go)
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -136,6 +140,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	initialMs := fs.Int64(controller.KeyFailedRetryInitialBackoffMs, def.Initial.Milliseconds(), "first back-off of the automatic retry of a FAILED partition, in `ms` (doubles per attempt)")
 	maxMs := fs.Int64(controller.KeyFailedRetryMaxBackoffMs, def.Max.Milliseconds(), "largest back-off of the FAILED retry, in `ms`")
 	fs.IntVar(&o.retry.MaxAttempts, controller.KeyFailedRetryMaxAttempts, def.MaxAttempts, "automatic retries of a FAILED partition before it waits for mirrorctl --recover (`n`, 0: none)")
+	delayMs := fs.Int64("group.initial.rebalance.delay.ms", dataplane.DefaultInitialRebalanceDelay.Milliseconds(),
+		"time the first rebalance of an empty consumer group waits for more members, in `ms` (Kafka's setting; extended per join up to the rebalance timeout; 0: none)")
+	fs.DurationVar(&o.unreachable, "source-unreachable-after", mirror.DefaultSourceUnreachableAfter,
+		"how long a mirror's source must have failed a partition before describe and the metrics show it unreachable (0: at the first failure)")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
@@ -178,6 +186,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if err := o.retry.Validate(); err != nil {
 		return nil, usagef("FAILED retry flags: %v", err)
+	}
+	if *delayMs < 0 {
+		return nil, usagef("-group.initial.rebalance.delay.ms: %d is negative", *delayMs)
+	}
+	o.initialRebalanceDelay = time.Duration(*delayMs) * time.Millisecond
+	if *delayMs == 0 {
+		o.initialRebalanceDelay = -1 // none
+	}
+	if o.unreachable < 0 {
+		return nil, usagef("-source-unreachable-after: %v is negative", o.unreachable)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return nil, usagef("-log-level: %v", err)
@@ -262,14 +280,18 @@ type daemon struct {
 	dest *mirror.LocalDestination
 	m    *mirror.Mirror
 	dp   *dataplane.DataPlane
-	srv  *admin.Server
-	ln   net.Listener
+	// groups is the mirror's view of the data plane's group membership,
+	// bound to dp once the listener is built.
+	groups *groupGuard
+	srv    *admin.Server
+	ln     net.Listener
 	// metricsSrv serves /metrics (nil without -metrics); metricsAddr is its bound address.
 	metricsSrv  *http.Server
 	metricsAddr net.Addr
 	prom        *kmprom.Metrics // nil without -metrics
 	creds       *auth.Store     // the SCRAM credentials of the data directory
 	done        chan error      // Serve's result
+	closeTimes  []slog.Attr     // how long each step of close took, in ms
 	// served is set once Serve's result was taken from done.
 	served bool
 }
@@ -304,7 +326,9 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if d.creds, err = openCredentials(o.data, o.security.addScram, log); err != nil {
 		return nil, err
 	}
-	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry)}
+	d.groups = &groupGuard{}
+	mopts := []mirror.Option{mirror.WithLogger(log), mirror.WithFailedRetry(o.retry), mirror.WithGroupGuard(d.groups),
+		mirror.WithSourceUnreachableAfter(o.unreachable)}
 	var metrics *kmprom.Metrics
 	if o.metrics != "" {
 		metrics = kmprom.New("")
@@ -340,12 +364,13 @@ func (d *daemon) listen(o *options) error {
 	}
 	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port),
 		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers},
-		FetchSessionCacheSlots: sessionSlots(o.fetchSessionSlots)})
+		InitialRebalanceDelay: o.initialRebalanceDelay, FetchSessionCacheSlots: sessionSlots(o.fetchSessionSlots)})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: data plane: %w", err)
 	}
 	d.dp = dp
+	d.groups.dp.Store(dp)
 	extra := append(dp.APIs(), describeConfigsAPI(d.dest, dp))
 	extra = append(extra, credentialAPIs(d.creds, dp)...)
 	extra = append(extra, describeClientQuotasAPI(dp))
@@ -435,7 +460,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	err := errors.Join(serveErr, d.close())
 	if err == nil {
-		d.log.Info("kmirrord stopped")
+		d.log.LogAttrs(context.Background(), slog.LevelInfo, "kmirrord stopped", d.closeTimes...)
 	}
 	return err
 }
@@ -464,6 +489,15 @@ func (d *daemon) serveMetrics(addr string, metrics *kmprom.Metrics) error {
 // fails.
 func (d *daemon) close() error {
 	var errs []error
+	// How long each step took, for the "kmirrord stopped" line: a shutdown at
+	// thousands of partitions is measured by step (BenchmarkShutdownAtScale).
+	step := time.Now()
+	took := func(name string) {
+		now := time.Now()
+		d.closeTimes = append(d.closeTimes, slog.Int64(name, now.Sub(step).Milliseconds()))
+		step = now
+	}
+	defer took("destination_ms")
 	if d.metricsSrv != nil {
 		errs = append(errs, d.metricsSrv.Close())
 		d.metricsSrv = nil
@@ -478,14 +512,17 @@ func (d *daemon) close() error {
 		}
 		d.srv = nil
 	}
+	took("server_ms")
 	if d.dp != nil {
 		errs = append(errs, d.dp.Close())
 		d.dp = nil
 	}
+	took("dataplane_ms")
 	if d.m != nil {
 		errs = append(errs, d.m.Close())
 		d.m = nil
 	}
+	took("mirror_ms")
 	if d.dest != nil {
 		errs = append(errs, d.dest.Close())
 		d.dest = nil

@@ -18,11 +18,13 @@ func TestSettingsFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, mirror.DefaultSyncInterval, o.syncInterval)
 	require.Equal(t, mirror.DefaultRetryConfig(), o.retry)
+	require.Equal(t, mirror.DefaultSourceUnreachableAfter, o.unreachable)
 
 	o, err = parseFlags(append(base, "-mirror.metadata.refresh.interval.ms", "60000",
 		"-mirror.failed.retry.initial.backoff.ms", "100", "-mirror.failed.retry.max.backoff.ms", "60000",
-		"-mirror.failed.retry.max.attempts", "20"), io.Discard)
+		"-mirror.failed.retry.max.attempts", "20", "-source-unreachable-after", "2s"), io.Discard)
 	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, o.unreachable)
 	require.Equal(t, time.Minute, o.syncInterval)
 	require.Equal(t, mirror.RetryConfig{Initial: 100 * time.Millisecond, Max: time.Minute, MaxAttempts: 20}, o.retry)
 
@@ -38,6 +40,7 @@ func TestSettingsFlags(t *testing.T) {
 		{"-mirror.failed.retry.initial.backoff.ms", "5000", "-mirror.failed.retry.max.backoff.ms", "1000"},
 		{"-mirror.failed.retry.max.attempts", "40000"},
 		{"-mirror.failed.retry.max.attempts", "-1"},
+		{"-source-unreachable-after", "-1s"},
 	} {
 		code, out := runOnce(append(append([]string(nil), base...), bad...)...)
 		require.Equal(t, exitUsage, code, "%v: %s", bad, out)

@@ -42,7 +42,10 @@
 // on this cluster is refused (MIRROR_TRUNCATION_REFUSED, exit 1, the plan
 // shown) unless --allow-truncation is given. Both need version 1 of the RPC;
 // mirrorctl checks the server's ApiVersions first and sends nothing to an older
-// server.
+// server. A partition FAILED because its PREPARING refused such a removal (no
+// start approved it: auto-discovery, a restart in PREPARING) is approved with
+// --recover --allow-truncation (version 2 of RecoverMirrorTopics); --recover
+// without it is refused the same way, with the plan.
 //
 // As in Kafka's tools, --topic is an alias of --topics, --timeout takes
 // milliseconds (30000) as well as a Go duration (30s), --version prints the

@@ -16,7 +16,7 @@ import (
 type planOpts struct {
 	// dryRun sends ValidateOnly: the server answers the plan and changes nothing.
 	dryRun bool
-	// allowTruncation lets a start remove records written on this site.
+	// allowTruncation lets a start (or a recover) remove records written on this site.
 	allowTruncation bool
 }
 
@@ -26,9 +26,9 @@ func registerPlanFlags(fs *flag.FlagSet, p *planOpts) {
 		"per partition (state now and after, the LME found, the truncation and the records it removes,\n"+
 		"the records written here since the stop that would go, the open transactions a stop aborts),\n"+
 		"and change nothing")
-	fs.BoolVar(&p.allowTruncation, "allow-truncation", false, "with --start: allow removing records written on this cluster (a full truncation of\n"+
-		"a log with records, or an LME truncation below local writes); without it such a start is\n"+
-		"refused with its plan")
+	fs.BoolVar(&p.allowTruncation, "allow-truncation", false, "with --start or --recover: allow removing records written on this cluster (a full\n"+
+		"truncation of a log with records, or an LME truncation below local writes), within the\n"+
+		"plan the request answers; without it such a start or recover is refused with its plan")
 }
 
 // validate checks the plan flags against the chosen action.
@@ -37,8 +37,8 @@ func (p planOpts) validate(o *options) error {
 	if p.dryRun && !lifecycle {
 		return usagef("--dry-run is only valid with --start, --stop, --pause, --resume or --recover")
 	}
-	if p.allowTruncation && !o.start {
-		return usagef("--allow-truncation is only valid with --start")
+	if p.allowTruncation && !o.start && !o.recover {
+		return usagef("--allow-truncation is only valid with --start or --recover")
 	}
 	if p.dryRun && o.wait {
 		return usagef("--dry-run changes nothing: --wait is not valid with it")
@@ -47,13 +47,17 @@ func (p planOpts) validate(o *options) error {
 }
 
 // needPlanVersion makes sure the server decodes the plan fields of RPC key (version
-// 1) before a request that uses them is sent: an older server would ignore
-// ValidateOnly and carry the operation out.
+// 1; AllowTruncation of RecoverMirrorTopics: version 2) before a request that uses
+// them is sent: an older server would ignore ValidateOnly and carry the operation out.
 func (c *cli) needPlanVersion(ctx context.Context, key int16) error {
 	if !c.o.plan.dryRun && !c.o.plan.allowTruncation {
 		return nil
 	}
-	ok, err := c.cl.ServesVersion(ctx, key, 1)
+	version := int16(1)
+	if key == admin.KeyRecoverMirrorTopics && c.o.plan.allowTruncation {
+		version = 2
+	}
+	ok, err := c.cl.ServesVersion(ctx, key, version)
 	if err != nil {
 		return err
 	}
@@ -62,7 +66,7 @@ func (c *cli) needPlanVersion(ctx context.Context, key int16) error {
 		if api, found := admin.LookupAPI(key); found {
 			name = api.Name
 		}
-		return fmt.Errorf("the server does not serve version 1 of %s: --dry-run and --allow-truncation need it; nothing was sent", name)
+		return fmt.Errorf("the server does not serve version %d of %s: --dry-run and --allow-truncation need it; nothing was sent", version, name)
 	}
 	return nil
 }

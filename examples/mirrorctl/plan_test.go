@@ -8,7 +8,7 @@ import (
 )
 
 // TestPlanFlagsValidated: --dry-run only with a lifecycle action and never with
-// --wait; --allow-truncation only with --start. Each misuse is a usage error before
+// --wait; --allow-truncation only with --start or --recover. Each misuse is a usage error before
 // anything is sent.
 func TestPlanFlagsValidated(t *testing.T) {
 	base := []string{"--bootstrap-server", "127.0.0.1:1", "--mirror", "m"}
@@ -18,7 +18,8 @@ func TestPlanFlagsValidated(t *testing.T) {
 	}{
 		{[]string{"--list", "--dry-run"}, "--dry-run is only valid with"},
 		{[]string{"--describe", "--dry-run"}, "--dry-run is only valid with"},
-		{[]string{"--stop", "--topics", "t", "--allow-truncation"}, "--allow-truncation is only valid with --start"},
+		{[]string{"--stop", "--topics", "t", "--allow-truncation"}, "--allow-truncation is only valid with --start or --recover"},
+		{[]string{"--pause", "--topics", "t", "--allow-truncation"}, "--allow-truncation is only valid with --start or --recover"},
 		{[]string{"--stop", "--topics", "t", "--dry-run", "--wait"}, "--wait is not valid with it"},
 	} {
 		var out, errOut bytes.Buffer

@@ -29,7 +29,7 @@ func (c *cli) doRecover(ctx context.Context) error {
 	for _, n := range names {
 		req.Topics = append(req.Topics, admin.RecoverMirrorTopicsRequestTopic{TopicName: n})
 	}
-	req.ValidateOnly = c.o.plan.dryRun
+	req.ValidateOnly, req.AllowTruncation = c.o.plan.dryRun, c.o.plan.allowTruncation
 	if err := c.needPlanVersion(ctx, admin.KeyRecoverMirrorTopics); err != nil {
 		return err
 	}

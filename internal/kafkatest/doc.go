@@ -35,8 +35,9 @@
 // with a special configuration (tiered storage, no authorizer, extra server.properties lines),
 // starts its own single-node cluster with [StartPrivate]. The script runs it as cluster C
 // (KMIRROR_KAFKA_CLUSTERS=c) in a fresh work directory under the temporary directory, on a base
-// port from 20000 up that a per-port flock reserves across test binaries and whose client and
-// controller ports (base+30, base+130) are probed free, running Kafka 4.4.0 unless
+// port from 20000 up, below the kernel's ephemeral range, that a per-port flock reserves across
+// test binaries and whose client and controller ports (base+30, base+130) are probed free,
+// running Kafka 4.4.0 unless
 // [PrivateOptions.Version] or KMIRROR_KAFKA_PRIVATE_VERSION says otherwise. [Private] has
 // Kill (SIGKILL), Stop (orderly shutdown), Start (restart with its data), Freeze (SIGSTOP:
 // connections are accepted, nothing answers) and Thaw (SIGCONT). The node is stopped and its
@@ -44,9 +45,10 @@
 // binary die first. Private clusters take no cluster lock and may run beside the shared ones;
 // each start costs about 7 s, a restart after Kill about 13 s. StartPrivate skips when Java or
 // the version's jars are not installed (kafka.sh install) and fails instead with
-// KMIRROR_REQUIRE_KAFKA=1. With [PrivateOptions.TieredStorage] the node runs tiered storage on
-// Kafka's LocalTieredStorage (KMIRROR_KAFKA_TIERED_STORAGE=1, from kafka-storage's test jar,
-// which kafka.sh install resolves).
+// KMIRROR_REQUIRE_KAFKA=1. With [PrivateOptions.TieredStorage] the node runs tiered storage
+// (KMIRROR_KAFKA_TIERED_STORAGE=1) on scripts/kafka/FileRemoteStorageManager.java, a remote
+// storage manager that keeps uploaded segments in [Private.RemoteStorageDir] and that kafka.sh
+// install compiles against the installed jars.
 //
 // Concurrency: a test that calls Brokers (or ClusterA/ClusterB) holds the clusters
 // exclusively until it ends, through a flock on <workdir>/tests.lock that spans the test

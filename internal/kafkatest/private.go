@@ -39,7 +39,6 @@ const (
 	privateClientOffset     = 30
 	privateControllerOffset = 130
 	privatePortMin          = 20000
-	privatePortMax          = 60000
 	privatePortStep         = 200
 )
 
@@ -54,8 +53,9 @@ type PrivateOptions struct {
 	// ExtraConfig holds server.properties lines appended to the node's configuration
 	// (KMIRROR_KAFKA_EXTRA_CONFIG_C).
 	ExtraConfig string
-	// TieredStorage runs the node with tiered storage on Kafka's LocalTieredStorage
-	// (KMIRROR_KAFKA_TIERED_STORAGE=1); the "remote" segments are kept in [Private.RemoteStorageDir].
+	// TieredStorage runs the node with tiered storage (KMIRROR_KAFKA_TIERED_STORAGE=1) on
+	// kafka.sh's FileRemoteStorageManager; the "remote" segments are kept in
+	// [Private.RemoteStorageDir].
 	TieredStorage bool
 	// NoAuthorizer runs the node without the StandardAuthorizer that cluster C's node has by
 	// default (KMIRROR_KAFKA_C_AUTHORIZER=0).
@@ -146,7 +146,7 @@ func (p *Private) Workdir() string { return p.workdir }
 // DataDir returns the node's log directory (log.dirs).
 func (p *Private) DataDir() string { return filepath.Join(p.workdir, "c1", "data") }
 
-// RemoteStorageDir returns the directory LocalTieredStorage keeps remote segments in (with
+// RemoteStorageDir returns the directory the remote storage manager keeps segments in (with
 // [PrivateOptions.TieredStorage]).
 func (p *Private) RemoteStorageDir() string { return filepath.Join(p.workdir, "c1", "remote-storage") }
 
@@ -335,8 +335,8 @@ func privateInstalled(version string, tiered bool) error {
 	return nil
 }
 
-// reservePorts picks a base port whose client and controller ports (base+30, base+130) are
-// free, and holds an exclusive flock on a per-base lock file in the temporary directory until
+// reservePorts picks a base port from 20000 up whose client and controller ports (base+30,
+// base+130) are free and below the ephemeral port range, and holds an exclusive flock on a per-base lock file in the temporary directory until
 // the returned file is closed, so parallel test binaries never pick the same base; a port
 // another program listens on is skipped by trying to listen on it.
 func reservePorts() (int, *os.File, error) {
@@ -344,7 +344,13 @@ func reservePorts() (int, *os.File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, nil, err
 	}
-	slots := (privatePortMax - privatePortMin) / privatePortStep
+	// Below the kernel's ephemeral range: a port there could be handed to some other
+	// program's outgoing connection or bind(0) while the node is killed or stopped, and the
+	// restart would fail.
+	slots := (ephemeralLow() - privateControllerOffset - privatePortMin) / privatePortStep
+	if slots < 1 {
+		return 0, nil, fmt.Errorf("no port pair from %d below the ephemeral range (%d)", privatePortMin, ephemeralLow())
+	}
 	first := rand.IntN(slots)
 	for i := 0; i < slots; i++ {
 		base := privatePortMin + ((first+i)%slots)*privatePortStep
@@ -361,7 +367,24 @@ func reservePorts() (int, *os.File, error) {
 		}
 		f.Close()
 	}
-	return 0, nil, errors.New("no free port pair in 20000-60000")
+	return 0, nil, fmt.Errorf("no free port pair in %d-%d", privatePortMin, ephemeralLow()-1)
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range (32768 when unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 0 {
+		return 32768
+	}
+	return n
 }
 
 func portFree(port int) bool {

@@ -36,14 +36,17 @@ func TestPrivateCluster(t *testing.T) {
 		produce("before-kill")
 
 		p.Kill()
-		_, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		conn, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		if err == nil {
+			conn.Close()
+		}
 		require.Error(t, err, "a killed node's port must refuse connections")
 		p.Start()
 		produce("after-restart")
 		require.Equal(t, []string{"before-kill", "after-restart"}, consumeAll(t, p.Brokers(), topic, 2))
 
 		p.Freeze()
-		conn, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		conn, err = net.DialTimeout("tcp", p.Addr(), time.Second)
 		require.NoError(t, err, "a frozen node's listening socket still completes handshakes")
 		conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -96,6 +99,7 @@ func TestReservePortsExclusive(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, seen[base], "base %d reserved twice", base)
 		require.GreaterOrEqual(t, base+privateClientOffset, 20000)
+		require.Less(t, base+privateControllerOffset, ephemeralLow(), "below the ephemeral range")
 		seen[base] = true
 		files = append(files, f)
 	}

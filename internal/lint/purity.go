@@ -25,6 +25,7 @@ var PureSets = []PureSet{
 	{Dir: "epoch"},
 	{Dir: "statemachine"},
 	{Dir: "admin/scram"},
+	{Dir: "internal/consumergroup"},
 	{Dir: "admin", Files: func(name string) bool {
 		return name != "server.go" && name != "client.go" && !strings.HasPrefix(name, "server_") && !strings.HasPrefix(name, "client_")
 	}},

@@ -61,6 +61,10 @@ type Deps struct {
 	// Removals is called after PREPARING removed records a start allowed to remove
 	// (StartOptions.AllowTruncation); nil = none.
 	Removals func(Removal)
+	// ClearApproval clears the durable approval (controller.TopicState.Approvals) of one
+	// partition once its PREPARING used it (controller.Controller.ClearApproval);
+	// nil = the approvals are never cleared (tests).
+	ClearApproval func(ctx context.Context, mirror, topic string, partition int32) error
 	// Logger; nil = discard.
 	Logger *slog.Logger
 	// Clock stamps control records and health; nil = time.Now.
@@ -150,6 +154,9 @@ type StateChange struct {
 	From, To  statemachine.State
 	// Reason is the failure reason when To is FAILED.
 	Reason string
+	// Cause is the typed failure when To is FAILED and one is known (errors.As it, e.g.
+	// a *TruncationRefusedError with the refused plan); nil otherwise.
+	Cause error
 }
 
 // validate checks the required fields and fills the defaults.
@@ -159,6 +166,9 @@ func (d *Deps) validate() error {
 		return fmt.Errorf("%w: Coordinator, Destination, Controller, Sources, Peers and NewSyncer are required", ErrInvalidDeps)
 	case d.Config.FetchersPerMirror < 1:
 		return fmt.Errorf("%w: FetchersPerMirror %d", ErrInvalidDeps, d.Config.FetchersPerMirror)
+	}
+	if d.ClearApproval == nil {
+		d.ClearApproval = func(context.Context, string, string, int32) error { return nil }
 	}
 	if d.Metrics == nil {
 		d.Metrics = NopMetrics{}

@@ -30,7 +30,8 @@ type Engine struct {
 	removals  func(Removal)
 	clock     func() time.Time
 	cfg       Config
-	approvals approvals // the removals starts allowed (plan.go)
+	// clearApproval clears a partition's durable removal approval once PREPARING used it.
+	clearApproval func(ctx context.Context, mirror, topic string, partition int32) error
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -54,7 +55,7 @@ func New(d Deps) (*Engine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{log: d.Logger, dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
 		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, recordID: d.SourceClusterID, metrics: d.Metrics, events: d.Events, removals: d.Removals,
-		clock: d.Clock, cfg: d.Config, ctx: ctx, cancel: cancel,
+		clearApproval: d.ClearApproval, clock: d.Clock, cfg: d.Config, ctx: ctx, cancel: cancel,
 		mirrors: map[string]*Runtime{}, parts: map[dest.TopicPartition]*Partition{}, changeCh: make(chan struct{})}, nil
 }
 

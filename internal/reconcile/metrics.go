@@ -77,6 +77,11 @@ type Metrics interface {
 	// offsetsLost is the number of source offsets that will never be mirrored (the
 	// gap of an out-of-range truncation; 0 for a divergence).
 	Truncation(p PartitionRef, cause TruncationCause, offsetsLost int64)
+	// TruncationRefused reports that PREPARING refused to remove records written on
+	// this site that no start approved (a restart, an auto-discovered start, a changed
+	// plan; see TruncationRefusedError): the partition goes FAILED and keeps them.
+	// localRecords is how many of this site's records it kept.
+	TruncationRefused(p PartitionRef, localRecords int64)
 	// LeaderEpochBump reports that the destination leader epoch went from one value to
 	// a higher one.
 	LeaderEpochBump(p PartitionRef, cause EpochBumpCause, from, to int32)
@@ -141,3 +146,6 @@ func (NopMetrics) FidelityVerified(PartitionRef, int64) {}
 
 // FidelityMismatch implements Metrics.
 func (NopMetrics) FidelityMismatch(PartitionRef, int64) {}
+
+// TruncationRefused implements Metrics.
+func (NopMetrics) TruncationRefused(PartitionRef, int64) {}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -29,6 +28,11 @@ var ErrTruncationRefused = errors.New("mirror: the start would remove records wr
 type TruncationRefusedError struct {
 	Mirror, Topic string
 	Plan          []controller.PartitionPlan
+	// AtPrepare says PREPARING refused it (no start approved the removal durably:
+	// auto-discovery, a restart, a plan that changed): the partition is FAILED, and a
+	// recover with AllowTruncation approves the removal. Else a start was refused and
+	// nothing changed.
+	AtPrepare bool
 }
 
 // Error names the partitions and what they would lose.
@@ -41,8 +45,11 @@ func (e *TruncationRefusedError) Error() string {
 		parts = append(parts, fmt.Sprintf("partition %d: %d records at offsets [%d, %d), %d of them written on this site since its stop",
 			p.Partition, p.Removed.Records, p.Removed.From, p.Removed.To, p.LocalWrites.Records))
 	}
-	return fmt.Sprintf("%s: mirror %q topic %q: %s; start it with AllowTruncation (mirrorctl --allow-truncation) to remove them",
-		ErrTruncationRefused, e.Mirror, e.Topic, strings.Join(parts, "; "))
+	how := "start it with AllowTruncation (mirrorctl --start --allow-truncation) to remove them"
+	if e.AtPrepare {
+		how = "no start approved this removal; the partition is FAILED and keeps them: recover it with AllowTruncation (mirrorctl --recover --allow-truncation) to remove them"
+	}
+	return fmt.Sprintf("%s: mirror %q topic %q: %s; %s", ErrTruncationRefused, e.Mirror, e.Topic, strings.Join(parts, "; "), how)
 }
 
 // Is matches ErrTruncationRefused.
@@ -54,6 +61,24 @@ type PlanState struct {
 	// LastMirrorOffset is the log end stored with the LME at the last stop, -1 when
 	// none: where this site's own writes begin.
 	LastMirrorOffset int64
+	// Previous is, for a FAILED partition, the state it failed in (UNKNOWN when none):
+	// one that failed before its PREPARING truncated (GuardsLocalWrites) may still
+	// hold this site's writes.
+	Previous statemachine.State
+}
+
+// GuardsLocalWrites reports whether a PREPARING entered from state from (for a FAILED
+// partition, the state it failed in) may remove records written on this site, so
+// needs an approval (controller.Approval) to: from UNKNOWN or STOPPED (a start: the
+// partition was writable until then) or PREPARING (a restart in it, or a failure
+// before its truncation ran). A partition that failed later (MIRRORING, PAUSED, ...)
+// had been read-only since its truncation: its log holds mirrored records.
+func GuardsLocalWrites(from statemachine.State) bool {
+	switch from {
+	case statemachine.Unknown, statemachine.Stopped, statemachine.Preparing, statemachine.Failed:
+		return true
+	}
+	return false
 }
 
 // PlanStart computes, without changing anything (no state write, no read-only flag,
@@ -225,6 +250,12 @@ func localFromOf(start, end int64, st PlanState) int64 {
 		return st.LastMirrorOffset
 	case st.State == statemachine.Stopped || st.State == statemachine.Unknown:
 		return start
+	case st.State == statemachine.Failed && GuardsLocalWrites(st.Previous):
+		// Failed before its truncation: counted as its PREPARING will count it.
+		if st.LastMirrorOffset >= 0 {
+			return st.LastMirrorOffset
+		}
+		return start
 	}
 	return end
 }
@@ -358,51 +389,6 @@ func (mr *Runtime) PlanStop(topic string, states map[int32]PlanState) ([]control
 		out = append(out, pl)
 	}
 	return out, nil
-}
-
-// approvals are the plans of the partitions a start of this process let through, by
-// partition, until their PREPARING has truncated: PREPARING removes records written on
-// this site only when that start planned and allowed exactly that removal.
-type approvals struct {
-	mu sync.Mutex
-	m  map[PartitionRef]approval
-}
-
-// approval is one started partition's plan: the log end it was planned against and
-// whether its start allowed a removal.
-type approval struct {
-	logEnd int64
-	allow  bool
-}
-
-// Approve records the plan of a start of topic that passed its checks: allow is
-// StartOptions.AllowTruncation.
-func (mr *Runtime) Approve(topic string, plan []controller.PartitionPlan, allow bool) {
-	a := &mr.e.approvals
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.m == nil {
-		a.m = map[PartitionRef]approval{}
-	}
-	for _, p := range plan {
-		a.m[PartitionRef{Mirror: mr.name, Topic: topic, Partition: p.Partition}] = approval{logEnd: p.LogEnd, allow: allow}
-	}
-}
-
-// refuses reports whether a start of this process planned the partition and did not
-// allow removing records from a log ending at logEnd.
-func (a *approvals) refuses(ref PartitionRef, logEnd int64) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ap, ok := a.m[ref]
-	return ok && (!ap.allow || ap.logEnd != logEnd)
-}
-
-// done forgets the plan of a partition whose PREPARING truncated.
-func (a *approvals) done(ref PartitionRef) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.m, ref)
 }
 
 // FullTruncationOf is the FullTruncation (the legacy start warning) of a plan that

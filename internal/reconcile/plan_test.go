@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,8 +54,11 @@ func TestPlanTruncation(t *testing.T) {
 			removed: controller.OffsetRange{From: 5, To: 12, Records: 7}, locl: controller.OffsetRange{From: 8, To: 12, Records: 4}, refused: true},
 		{name: "never mirrored: every record is this site's", lme: 2, st: PlanState{State: statemachine.Unknown, LastMirrorOffset: -1}, off: 8,
 			removed: controller.OffsetRange{From: 8, To: 12, Records: 4}, locl: controller.OffsetRange{From: 8, To: 12, Records: 4}, refused: true},
-		{name: "a FAILED mirror partition wrote nothing itself", lme: 2, st: PlanState{State: statemachine.Failed, LastMirrorOffset: -1}, off: 8,
+		{name: "a FAILED mirror partition wrote nothing itself", lme: 2, st: PlanState{State: statemachine.Failed, LastMirrorOffset: -1, Previous: statemachine.Mirroring}, off: 8,
 			removed: controller.OffsetRange{From: 8, To: 12, Records: 4}, locl: controller.OffsetRange{From: 12, To: 12}},
+		{name: "FAILED in PREPARING, before its truncation: the writes after the stop are still this site's", lme: 2,
+			st: PlanState{State: statemachine.Failed, LastMirrorOffset: 8, Previous: statemachine.Preparing}, off: 8,
+			removed: controller.OffsetRange{From: 8, To: 12, Records: 4}, locl: controller.OffsetRange{From: 8, To: 12, Records: 4}, refused: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl, err := planTruncation(l, 0, tc.lme, tc.st)
@@ -80,19 +84,18 @@ func TestPlanTruncationKeepsStraddlingBatch(t *testing.T) {
 	require.Equal(t, removed.From, l.LogEndOffset(), "the plan's range starts where Truncate cut")
 }
 
-// TestApprovals: PREPARING is refused a removal only for a partition a start planned
-// without allowing it, or planned against another log end.
-func TestApprovals(t *testing.T) {
-	var a approvals
-	ref := PartitionRef{Mirror: "m", Topic: "t", Partition: 0}
-	require.False(t, a.refuses(ref, 10), "no start planned it")
-	e := &Engine{}
-	mr := &Runtime{e: e, name: "m"}
-	mr.Approve("t", []controller.PartitionPlan{{Partition: 0, LogEnd: 10}}, false)
-	require.True(t, e.approvals.refuses(ref, 10), "planned without AllowTruncation")
-	mr.Approve("t", []controller.PartitionPlan{{Partition: 0, LogEnd: 10}}, true)
-	require.False(t, e.approvals.refuses(ref, 10))
-	require.True(t, e.approvals.refuses(ref, 11), "the log changed since the plan")
-	e.approvals.done(ref)
-	require.False(t, e.approvals.refuses(ref, 11))
+// TestGuardsLocalWrites: PREPARING needs an approval to remove this site's records
+// when it follows a state in which the partition was writable (a start from UNKNOWN or
+// STOPPED), a restart in PREPARING, or a failure before a truncation completed; not
+// after a failure of a partition that mirrored (its log holds mirrored records).
+func TestGuardsLocalWrites(t *testing.T) {
+	for from, want := range map[statemachine.State]bool{
+		statemachine.Unknown: true, statemachine.Stopped: true, statemachine.Preparing: true,
+		statemachine.Mirroring: false, statemachine.EpochFencing: false, statemachine.Paused: false, statemachine.Pausing: false,
+	} {
+		r := &Partition{prepFrom: from}
+		require.Equal(t, want, r.guardsLocalWrites(), "entered PREPARING from %s", from)
+	}
+	require.True(t, newPartition(&Engine{ctx: context.Background()}, &Runtime{name: "m"}, "t", records.UUID{}, 0).guardsLocalWrites(),
+		"a new reconciler (a restart) is guarded until a transition says otherwise")
 }

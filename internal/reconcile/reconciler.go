@@ -65,16 +65,20 @@ type Partition struct {
 	healthyReq atomic.Bool // a fetch succeeded after retries (retry.go)
 
 	// Owned by the run goroutine.
-	known         bool
-	state         statemachine.State
-	stateEpoch    int32
-	asserted      bool
-	bumped        int32
-	retryAt       *time.Timer
-	retryC        <-chan time.Time
-	retryBO       time.Duration
-	attempts      int                // automatic FAILED retries so far (RetryAttempt)
-	nonRetryable  bool               // the FAILED state is not retried (RetryAttempt -1)
+	known        bool
+	state        statemachine.State
+	stateEpoch   int32
+	asserted     bool
+	bumped       int32
+	retryAt      *time.Timer
+	retryC       <-chan time.Time
+	retryBO      time.Duration
+	attempts     int  // automatic FAILED retries so far (RetryAttempt)
+	nonRetryable bool // the FAILED state is not retried (RetryAttempt -1)
+	// prepFrom is the state the partition entered PREPARING from (for FAILED, the state
+	// before it; PREPARING after a restart in it): whether its log may still hold this
+	// site's writes (guardsLocalWrites).
+	prepFrom      statemachine.State
 	prevState     statemachine.State // PreviousState: the state before FAILED
 	retryEvent    statemachine.Event // delivered when the retry timer fires
 	pendingReason string             // failure reason of the last write, published after act
@@ -92,6 +96,7 @@ func newPartition(e *Engine, mr *Runtime, topic string, id records.UUID, partiti
 	r.pubState.Store(int32(statemachine.Unknown))
 	r.pubPrev.Store(int32(statemachine.Unknown))
 	r.prevState = statemachine.Unknown
+	r.prepFrom = statemachine.Preparing // until a transition says otherwise: guarded
 	r.srcHW.Store(-1)
 	r.health.init()
 	r.fid.init()
@@ -449,6 +454,12 @@ func (r *Partition) write(to statemachine.State, ev statemachine.Event) writeOut
 		return writeRetry
 	}
 	from := r.state
+	if to == statemachine.Preparing {
+		r.prepFrom = from
+		if from == statemachine.Failed {
+			r.prepFrom = r.prevState
+		}
+	}
 	switch {
 	case to != statemachine.Failed:
 		r.prevState = statemachine.Unknown
@@ -462,7 +473,7 @@ func (r *Partition) write(to statemachine.State, ev statemachine.Event) writeOut
 	}
 	if from != to {
 		r.observeTransition(from, to)
-		r.e.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason})
+		r.e.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason, Cause: cause})
 		if to == statemachine.Failed {
 			r.e.log.Warn("mirror: partition FAILED", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "reason", reason)
 		} else {
@@ -697,11 +708,20 @@ func (r *Partition) findLMEAndTruncate() error {
 	start, end := pl.LogStart, pl.LogEnd
 	off, full := epoch.LMETruncationOffset(r.log.Epochs(), start, end, lme)
 	ref := PartitionRef{Mirror: r.mirror, Topic: r.topic, Partition: r.partition}
-	if pl.RemovesRecords() && r.e.approvals.refuses(ref, end) {
-		// The start planned this partition without this removal (the LME found now
-		// differs) or before the log changed: refuse it, so that no record written here
-		// goes unannounced (the operator reads the plan and starts again).
-		return &TruncationRefusedError{Mirror: r.mirror, Topic: r.topic, Plan: []controller.PartitionPlan{pl}}
+	ap, approved := r.approval()
+	if pl.RemovesRecords() && r.guardsLocalWrites() && !(approved && ap.Covers(pl.Removed)) {
+		// No start approved this removal durably (it was planned without it, the LME
+		// found now differs, the log changed since, or the topic was started by
+		// auto-discovery): refuse it, so that no record written here goes without the
+		// operator's word. The partition fails non-retryably with the plan; a recover
+		// with AllowTruncation approves it.
+		pl.StateNow, pl.StateAfter = statemachine.Preparing, statemachine.Failed
+		r.e.log.Warn("mirror: PREPARING refused to remove records written on this site that no start approved",
+			"mirror", r.mirror, "topic", r.topic, "partition", r.partition, "removedFrom", pl.Removed.From, "removedTo", pl.Removed.To,
+			"removedRecords", pl.Removed.Records, "localFrom", pl.LocalWrites.From, "localTo", pl.LocalWrites.To, "localRecords", pl.LocalWrites.Records,
+			"approved", approved, "approvedFrom", ap.From, "approvedTo", ap.To)
+		r.e.metrics.TruncationRefused(ref, pl.LocalWrites.Records)
+		return &TruncationRefusedError{Mirror: r.mirror, Topic: r.topic, Plan: []controller.PartitionPlan{pl}, AtPrepare: true}
 	}
 	r.e.log.Info("mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
 		"lme", lme, "offset", off, "full", full, "logEnd", end)
@@ -723,15 +743,36 @@ func (r *Partition) findLMEAndTruncate() error {
 			return err
 		}
 	}
+	if approved {
+		// Used (or not needed: nothing of this site's to remove any more): an approval
+		// licenses one removal. Cleared before the report, so a restart after it finds
+		// none; a failed clear fails PREPARING, whose retry finds nothing left to remove.
+		if err := r.e.clearApproval(r.ctx, r.mirror, r.topic, r.partition); err != nil {
+			return fmt.Errorf("clear the removal approval: %w", err)
+		}
+	}
 	r.reportRemoved(ref, pl)
 	return r.raiseEpochToSource()
 }
 
+// guardsLocalWrites reports whether this PREPARING may remove records written on
+// this site, so needs an approval to (GuardsLocalWrites of the state it entered from).
+func (r *Partition) guardsLocalWrites() bool { return GuardsLocalWrites(r.prepFrom) }
+
+// approval is the durable approval (controller.TopicState.Approvals) of this
+// partition's removal of records written on this site, if any.
+func (r *Partition) approval() (controller.Approval, bool) {
+	ts, ok := r.e.ctrl.Topic(r.topic)
+	if !ok || ts.Mirror != r.mirror || ts.TopicID != r.topicID {
+		return controller.Approval{}, false
+	}
+	return ts.Approval(r.partition)
+}
+
 // reportRemoved announces a truncation that removed records: a warning naming the
 // offsets, the Truncation metric (cause start, the records written on this site as
-// lost) and a Removal event. It forgets the start's plan of the partition.
+// lost) and a Removal event.
 func (r *Partition) reportRemoved(ref PartitionRef, pl controller.PartitionPlan) {
-	r.e.approvals.done(ref)
 	if pl.Removed.Records == 0 {
 		return
 	}

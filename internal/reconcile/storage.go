@@ -45,9 +45,11 @@ func (e *StorageError) Is(target error) bool { return target == ErrStorage }
 // (a disk may be fixed hours later). Failures after the open follow the FAILED retry.
 var DefaultStorageRetry = RetryConfig{Initial: 200 * time.Millisecond, Max: 30 * time.Second}
 
-// ioErrnos are the errors of a local disk that a fixed disk clears.
+// ioErrnos are the errors of a local disk that a fixed disk clears, and the
+// shortage of file descriptors (EMFILE, ENFILE: the log's files could not be
+// opened, fetcher.ErrTooManyOpenFiles), which clears once descriptors are freed.
 var ioErrnos = []syscall.Errno{syscall.ENOSPC, syscall.EIO, syscall.EROFS, syscall.EDQUOT,
-	syscall.EACCES, syscall.EPERM, syscall.ENOTDIR}
+	syscall.EACCES, syscall.EPERM, syscall.ENOTDIR, syscall.EMFILE, syscall.ENFILE}
 
 // isStorageError reports whether err is a failure of the local disk: already an
 // ErrStorage, or one of the I/O errnos (as a *fs.PathError from the log's files

@@ -97,6 +97,15 @@ func TestStorageErrorTyping(t *testing.T) {
 	require.ErrorIs(t, r.storageCause("append", syscall.ENOSPC), ErrStorage)
 	other := errors.New("other")
 	require.Same(t, other, r.storageCause("append", other), "a non-storage cause is kept as it is")
+	// A descriptor shortage the log's file cache could not absorb is a storage
+	// failure of the partitions it hits.
+	emfile := fmt.Errorf("%w: open x: %w", fetcher.ErrTooManyOpenFiles, &fs.PathError{Op: "open", Path: "x", Err: syscall.EMFILE})
+	for _, err := range []error{emfile, syscall.ENFILE} {
+		cause := r.storageCause("append", err)
+		var se *StorageError
+		require.ErrorAs(t, cause, &se, "%v", err)
+		require.Equal(t, int32(1), se.Partition)
+	}
 }
 
 // TestNewFullTruncation: the lost range, never understated.

@@ -27,6 +27,9 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(envGroupMember); spec != "" { // a member process of the group benchmarks
+		os.Exit(runGroupMember(spec))
+	}
 	code, err := buildAndRun(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "twosites:", err)

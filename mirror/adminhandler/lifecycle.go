@@ -32,7 +32,7 @@ func (h *handler) PauseMirrorTopics(ctx context.Context, rc *admin.RequestContex
 func (h *handler) RecoverMirrorTopics(ctx context.Context, rc *admin.RequestContext, req *admin.RecoverMirrorTopicsRequest) (*admin.RecoverMirrorTopicsResponse, error) {
 	return serveLifecycle[admin.RecoverMirrorTopicsResponse, admin.RecoverMirrorTopicsResponseTopic, admin.RecoverMirrorTopicsRequestTopic,
 		admin.RecoverMirrorTopicsResponseTopicPartition, admin.RecoverMirrorTopicsResponseTopicPartitionOpenTransaction](h, ctx, rc, req.TimeoutMs, req.Topics, func(ctx context.Context, names []string) ([]mirror.TopicResult, error) {
-		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names, mirror.RecoverOptions{ValidateOnly: req.ValidateOnly})
+		return h.m.RecoverMirrorTopics(ctx, req.MirrorName, names, mirror.RecoverOptions{ValidateOnly: req.ValidateOnly, AllowTruncation: req.AllowTruncation})
 	})
 }
 

@@ -35,6 +35,46 @@ type TopicState struct {
 	// StateOffset is the controller-log offset of the topic's last state record; lifecycle
 	// requests carrying an older offset are refused (per-topic StateOffset fencing).
 	StateOffset int64
+	// Approvals are the removals of this site's records that the start (or recover)
+	// which wrote the topic's record allowed, by partition, sorted; PREPARING uses one
+	// and clears it (ClearApproval). Every other desired-state change drops them.
+	Approvals []Approval
+}
+
+// Approval allows PREPARING of one partition to remove records written on this site
+// within the offsets [From, To): the removed range of the plan the operator approved
+// (StartOptions.AllowTruncation). A removal outside it (the log grew, or another LME
+// cuts lower) is not covered and is refused.
+type Approval struct {
+	Partition int32
+	From, To  int64
+}
+
+// Covers reports whether removing the offsets of r lies within the approval.
+func (a Approval) Covers(r OffsetRange) bool { return r.From >= a.From && r.To <= a.To }
+
+// ApprovalsOf is the approval of every partition of plan that removes records written
+// on this site (PartitionPlan.RemovesRecords): what a start allowed to remove them
+// records with the topic.
+func ApprovalsOf(plan []PartitionPlan) []Approval {
+	var out []Approval
+	for _, p := range plan {
+		if p.RemovesRecords() {
+			out = append(out, Approval{Partition: p.Partition, From: p.Removed.From, To: p.Removed.To})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out
+}
+
+// Approval returns the approval of partition p, if any.
+func (t TopicState) Approval(p int32) (Approval, bool) {
+	for _, a := range t.Approvals {
+		if a.Partition == p {
+			return a, true
+		}
+	}
+	return Approval{}, false
 }
 
 // MirrorInfo is one mirror definition.
@@ -50,6 +90,9 @@ type TopicMeta struct {
 	Name          string
 	TopicID       records.UUID
 	NumPartitions int32
+	// Approvals (StartTopics) are recorded with the topic's MIRRORING state: the
+	// removals of this site's records the start allowed (see Approval).
+	Approvals []Approval
 }
 
 // TopicResult is the outcome of a lifecycle operation for one topic; Err is nil or an
@@ -242,7 +285,7 @@ func (c *Controller) StartTopics(ctx context.Context, name string, topics []Topi
 	for _, tm := range topics {
 		err := c.checkStartLocked(name, cfg, tm)
 		if err == nil && !c.alreadyMirroringLocked(name, tm.Name) {
-			recs = append(recs, topicRecord(tm.Name, tm.TopicID, name, statemachine.DesiredMirroring))
+			recs = append(recs, topicRecordWith(tm.Name, tm.TopicID, name, statemachine.DesiredMirroring, tm.Approvals))
 		}
 		results = append(results, TopicResult{Topic: tm.Name, Err: err})
 	}
@@ -490,9 +533,13 @@ func (c *Controller) replay(off int64, r records.ControllerRecord) error {
 		if old, ok := c.topics[ts.TopicName]; ok && old.TopicID != ts.TopicID {
 			delete(c.byID, old.TopicID)
 		}
+		var approvals []Approval
+		for _, a := range ts.Approvals {
+			approvals = append(approvals, Approval{Partition: a.Partition, From: a.RemovedFrom, To: a.RemovedTo})
+		}
 		c.topics[ts.TopicName] = &TopicState{
 			Topic: ts.TopicName, TopicID: ts.TopicID, Mirror: ts.MirrorName,
-			Desired: statemachine.Desired(ts.DesiredState), StateOffset: off,
+			Desired: statemachine.Desired(ts.DesiredState), StateOffset: off, Approvals: approvals,
 		}
 		c.byID[ts.TopicID] = ts.TopicName
 	default:
@@ -519,9 +566,73 @@ func mirrorRecord(name string, raw map[string]string) records.ControllerRecord {
 }
 
 func topicRecord(topic string, id records.UUID, mirror string, d statemachine.Desired) records.ControllerRecord {
+	return topicRecordWith(topic, id, mirror, d, nil)
+}
+
+// topicRecordWith is topicRecord with the approvals of a start (Approval).
+func topicRecordWith(topic string, id records.UUID, mirror string, d statemachine.Desired, approvals []Approval) records.ControllerRecord {
+	var ra []records.RemovalApproval
+	for _, a := range approvals {
+		ra = append(ra, records.RemovalApproval{Partition: a.Partition, RemovedFrom: a.From, RemovedTo: a.To})
+	}
 	return records.ControllerRecord{TopicState: &records.MirrorTopicStateChangeRecord{
-		TopicID: id, TopicName: topic, MirrorName: mirror, DesiredState: int8(d),
+		TopicID: id, TopicName: topic, MirrorName: mirror, DesiredState: int8(d), Approvals: ra,
 	}}
+}
+
+// ApproveRemovals records approvals with topic of mirror name, desired MIRRORING
+// (a recover allowed to remove this site's records, RecoverOptions.AllowTruncation):
+// each replaces the partition's earlier one; the desired state does not change.
+// stateOffset (-1 = no check) fences as in StopTopics. A topic of another mirror is
+// UNKNOWN_TOPIC_OR_PARTITION, one not desired MIRRORING INVALID_CLUSTER_MIRROR_STATES.
+func (c *Controller) ApproveRemovals(ctx context.Context, name, topic string, approvals []Approval, stateOffset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, err := c.mirrorTopicLocked(name, topic, stateOffset)
+	if err != nil {
+		return err
+	}
+	if t.Desired != statemachine.DesiredMirroring {
+		return admin.Errorf(admin.CodeInvalidClusterMirrorStates, "topic %q is %s, not MIRRORING", topic, t.Desired)
+	}
+	if len(approvals) == 0 {
+		return nil
+	}
+	by := map[int32]Approval{}
+	for _, a := range t.Approvals {
+		by[a.Partition] = a
+	}
+	for _, a := range approvals {
+		by[a.Partition] = a
+	}
+	merged := make([]Approval, 0, len(by))
+	for _, a := range by {
+		merged = append(merged, a)
+	}
+	sort.Slice(merged, func(i, j int) bool { return merged[i].Partition < merged[j].Partition })
+	return c.commitLocked(ctx, []records.ControllerRecord{topicRecordWith(topic, t.TopicID, name, t.Desired, merged)})
+}
+
+// ClearApproval removes the approval of one partition of topic (mirror name) once its
+// PREPARING used it (or found nothing to remove): an approval licenses one removal. No
+// approval, or a topic no longer of the mirror, is no change.
+func (c *Controller) ClearApproval(ctx context.Context, name, topic string, partition int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.topics[topic]
+	if !ok || t.Mirror != name {
+		return nil
+	}
+	if _, ok := t.Approval(partition); !ok {
+		return nil
+	}
+	var kept []Approval
+	for _, a := range t.Approvals {
+		if a.Partition != partition {
+			kept = append(kept, a)
+		}
+	}
+	return c.commitLocked(ctx, []records.ControllerRecord{topicRecordWith(topic, t.TopicID, name, t.Desired, kept)})
 }
 
 // UnknownMirror is the UNKNOWN_CLUSTER_MIRROR error of a mirror name that is not

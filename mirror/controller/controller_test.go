@@ -216,3 +216,48 @@ func TestControllerAppendFailureChangesNothing(t *testing.T) {
 	var ae *admin.Error
 	require.True(t, errors.As(err, &ae))
 }
+
+// TestControllerApprovals: a start's approvals live with the topic's MIRRORING record
+// and survive a reopen (replay); ApproveRemovals replaces one partition's and keeps
+// the others'; ClearApproval removes one; any other desired-state change drops them;
+// Covers bounds what an approval licenses.
+func TestControllerApprovals(t *testing.T) {
+	ctx := context.Background()
+	c, log := testController(t)
+	require.NoError(t, c.CreateMirror(ctx, "m", map[string]string{KeyBootstrapServers: "a:1"}))
+	ap := []Approval{{Partition: 0, From: 10, To: 40}, {Partition: 2, From: 0, To: 5}}
+	res, err := c.StartTopics(ctx, "m", []TopicMeta{{Name: "t", TopicID: id(1), NumPartitions: 3, Approvals: ap}}, nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	ts, _ := c.Topic("t")
+	require.Equal(t, ap, ts.Approvals)
+	c2, err := OpenController(ctx, log)
+	require.NoError(t, err)
+	ts2, _ := c2.Topic("t")
+	require.Equal(t, ap, ts2.Approvals, "durable: replayed from the log")
+
+	require.NoError(t, c.ApproveRemovals(ctx, "m", "t", []Approval{{Partition: 0, From: 12, To: 50}}, -1))
+	ts, _ = c.Topic("t")
+	require.Equal(t, []Approval{{Partition: 0, From: 12, To: 50}, {Partition: 2, From: 0, To: 5}}, ts.Approvals)
+	require.NoError(t, c.ClearApproval(ctx, "m", "t", 0))
+	ts, _ = c.Topic("t")
+	require.Equal(t, []Approval{{Partition: 2, From: 0, To: 5}}, ts.Approvals)
+	require.Equal(t, statemachine.DesiredMirroring, ts.Desired)
+	off := c.Offset()
+	require.NoError(t, c.ClearApproval(ctx, "m", "t", 0), "nothing to clear")
+	require.Equal(t, off, c.Offset(), "no record written")
+	requireCode(t, admin.CodeUnknownTopicOrPartition, c.ApproveRemovals(ctx, "other", "t", ap, -1))
+	requireCode(t, admin.CodeInvalidClusterMirrorStates, c.ApproveRemovals(ctx, "m", "t", ap, off-1))
+
+	_, err = c.PauseTopics(ctx, "m", []string{"t"}, -1)
+	require.NoError(t, err)
+	ts, _ = c.Topic("t")
+	require.Empty(t, ts.Approvals, "a pause drops the approvals")
+	requireCode(t, admin.CodeInvalidClusterMirrorStates, c.ApproveRemovals(ctx, "m", "t", ap, -1))
+
+	a := Approval{Partition: 0, From: 10, To: 40}
+	require.True(t, a.Covers(OffsetRange{From: 10, To: 40}))
+	require.True(t, a.Covers(OffsetRange{From: 12, To: 40}), "less than approved")
+	require.False(t, a.Covers(OffsetRange{From: 10, To: 4000}), "more local writes since")
+	require.False(t, a.Covers(OffsetRange{From: 0, To: 40}), "a lower cut")
+}

@@ -112,30 +112,37 @@ type authzRule func(dp *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.
 // authzRules is the one table of the checks of every served key (Kafka's
 // KafkaApis checks, per RPC). TestEveryKeyHasAnAuthzRule keeps it complete.
 var authzRules = map[kmsg.Key]authzRule{
-	kmsg.Produce:              authzProduce,
-	kmsg.Fetch:                authzFetch,
-	kmsg.ListOffsets:          authzListOffsets,
-	kmsg.OffsetForLeaderEpoch: authzOffsetForLeaderEpoch,
-	kmsg.Metadata:             authzMetadata,
-	kmsg.CreateTopics:         authzCreateTopics,
-	kmsg.CreatePartitions:     authzCreatePartitions,
-	kmsg.DeleteTopics:         authzDeleteTopics,
-	kmsg.DeleteRecords:        authzDeleteRecords,
-	kmsg.FindCoordinator:      authzFindCoordinator,
-	kmsg.OffsetCommit:         authzOffsetCommit,
-	kmsg.OffsetFetch:          authzOffsetFetch,
-	kmsg.DescribeGroups:       authzDescribeGroups,
-	kmsg.ListGroups:           authzListGroups,
-	kmsg.InitProducerID:       authzInitProducerID,
-	kmsg.AddPartitionsToTxn:   authzAddPartitionsToTxn,
-	kmsg.AddOffsetsToTxn:      authzAddOffsetsToTxn,
-	kmsg.EndTxn:               authzEndTxn,
-	kmsg.TxnOffsetCommit:      authzTxnOffsetCommit,
-	kmsg.DescribeTransactions: authzDescribeTransactions,
-	kmsg.ListTransactions:     authzListTransactions,
-	kmsg.DescribeACLs:         authzDescribeACLs,
-	kmsg.CreateACLs:           authzCreateACLs,
-	kmsg.DeleteACLs:           authzDeleteACLs,
+	kmsg.Produce:                authzProduce,
+	kmsg.Fetch:                  authzFetch,
+	kmsg.ListOffsets:            authzListOffsets,
+	kmsg.OffsetForLeaderEpoch:   authzOffsetForLeaderEpoch,
+	kmsg.Metadata:               authzMetadata,
+	kmsg.CreateTopics:           authzCreateTopics,
+	kmsg.CreatePartitions:       authzCreatePartitions,
+	kmsg.DeleteTopics:           authzDeleteTopics,
+	kmsg.DeleteRecords:          authzDeleteRecords,
+	kmsg.FindCoordinator:        authzFindCoordinator,
+	kmsg.OffsetCommit:           authzOffsetCommit,
+	kmsg.OffsetFetch:            authzOffsetFetch,
+	kmsg.DescribeGroups:         authzDescribeGroups,
+	kmsg.ListGroups:             authzListGroups,
+	kmsg.JoinGroup:              authzGroupMembership,
+	kmsg.SyncGroup:              authzGroupMembership,
+	kmsg.Heartbeat:              authzGroupMembership,
+	kmsg.LeaveGroup:             authzGroupMembership,
+	kmsg.DeleteGroups:           authzDeleteGroups,
+	kmsg.ConsumerGroupHeartbeat: authzConsumerGroupHeartbeat,
+	kmsg.ConsumerGroupDescribe:  authzConsumerGroupDescribe,
+	kmsg.InitProducerID:         authzInitProducerID,
+	kmsg.AddPartitionsToTxn:     authzAddPartitionsToTxn,
+	kmsg.AddOffsetsToTxn:        authzAddOffsetsToTxn,
+	kmsg.EndTxn:                 authzEndTxn,
+	kmsg.TxnOffsetCommit:        authzTxnOffsetCommit,
+	kmsg.DescribeTransactions:   authzDescribeTransactions,
+	kmsg.ListTransactions:       authzListTransactions,
+	kmsg.DescribeACLs:           authzDescribeACLs,
+	kmsg.CreateACLs:             authzCreateACLs,
+	kmsg.DeleteACLs:             authzDeleteACLs,
 }
 
 // AuthorizesKey reports whether the data plane has an authorization rule
@@ -149,6 +156,16 @@ func AuthorizesKey(key int16) bool {
 // call serves req with a's handler, through the key's authorization rule
 // when ACLs are enforced.
 func (dp *DataPlane) call(ctx context.Context, a api, req kmsg.Request) (kmsg.Response, error) {
+	resp, err := dp.authorizeAndServe(ctx, a, req)
+	if err == nil {
+		txnCodesForClient(resp)
+	}
+	return resp, err
+}
+
+// authorizeAndServe serves req with a's handler, through the key's
+// authorization rule when ACLs are enforced.
+func (dp *DataPlane) authorizeAndServe(ctx context.Context, a api, req kmsg.Request) (kmsg.Response, error) {
 	if dp.aclStore == nil {
 		return a.serve(dp, ctx, req)
 	}

@@ -1,6 +1,9 @@
 package dataplane
 
 import (
+	"sort"
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -189,5 +192,121 @@ func authzListGroups(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.
 		}
 	}
 	resp.Groups = kept
+	return resp, nil
+}
+
+// authzGroupMembership: READ on the group for JoinGroup, SyncGroup,
+// Heartbeat and LeaveGroup, as Kafka's; refused, the request is answered
+// GROUP_AUTHORIZATION_FAILED and changes nothing.
+func authzGroupMembership(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	var group string
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = r.Group
+	case *kmsg.SyncGroupRequest:
+		group = r.Group
+	case *kmsg.HeartbeatRequest:
+		group = r.Group
+	case *kmsg.LeaveGroupRequest:
+		group = r.Group
+	}
+	if z.allowed(OpRead, ResourceGroup, group) {
+		return next(req)
+	}
+	resp := req.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation = codeGroupAuthorizationFailed, -1
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = codeGroupAuthorizationFailed
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = codeGroupAuthorizationFailed
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = codeGroupAuthorizationFailed
+	}
+	return resp, nil
+}
+
+// authzConsumerGroupHeartbeat: READ on the group (GROUP_AUTHORIZATION_FAILED),
+// then DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED
+// naming the refused topics), as Kafka's; refused, the heartbeat changes
+// nothing.
+func authzConsumerGroupHeartbeat(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	r := req.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !z.allowed(OpRead, ResourceGroup, r.Group) {
+		resp.ErrorCode, resp.ErrorMessage = codeGroupAuthorizationFailed, kmsg.StringPtr("not authorized: READ on GROUP")
+		return resp, nil
+	}
+	var refused []string
+	for _, t := range r.SubscribedTopicNames {
+		if !z.allowed(OpDescribe, ResourceTopic, t) {
+			refused = append(refused, t)
+		}
+	}
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		resp.ErrorCode = codeTopicAuthorizationFailed
+		resp.ErrorMessage = kmsg.StringPtr("Unauthorized topics: [" + strings.Join(refused, ", ") + "]")
+		return resp, nil
+	}
+	return next(r)
+}
+
+// authzConsumerGroupDescribe: DESCRIBE on each group
+// (GROUP_AUTHORIZATION_FAILED), then DESCRIBE on every topic of its members'
+// assignments (TOPIC_AUTHORIZATION_FAILED for the group), as Kafka's; a
+// refused group shows nothing but its id and code.
+func authzConsumerGroupDescribe(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	out, err := next(req)
+	if err != nil {
+		return out, err
+	}
+	resp := out.(*kmsg.ConsumerGroupDescribeResponse)
+	for i, g := range resp.Groups {
+		code := int16(0)
+		if !z.allowed(OpDescribe, ResourceGroup, g.Group) {
+			code = codeGroupAuthorizationFailed
+		} else if g.ErrorCode == 0 && !describedTopicsAllowed(z, g) {
+			code = codeTopicAuthorizationFailed
+		}
+		if code != 0 {
+			d := kmsg.NewConsumerGroupDescribeResponseGroup()
+			d.Group, d.ErrorCode = g.Group, code
+			resp.Groups[i] = d
+		}
+	}
+	return resp, nil
+}
+
+func describedTopicsAllowed(z *authz, g kmsg.ConsumerGroupDescribeResponseGroup) bool {
+	for _, m := range g.Members {
+		for _, a := range [][]kmsg.AssignmentTopicPartition{m.Assignment.TopicPartitions, m.TargetAssignment.TopicPartitions} {
+			for _, tp := range a {
+				if !z.allowed(OpDescribe, ResourceTopic, tp.Topic) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// authzDeleteGroups: DELETE on each group, else GROUP_AUTHORIZATION_FAILED
+// for it and nothing deleted.
+func authzDeleteGroups(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
+	r := req.(*kmsg.DeleteGroupsRequest)
+	kept, denied := split(r.Groups, func(g string) bool { return z.allowed(OpDelete, ResourceGroup, g) })
+	r.Groups = kept
+	out, err := serveKept(r, len(kept) > 0, next)
+	if err != nil {
+		return out, err
+	}
+	resp := out.(*kmsg.DeleteGroupsResponse)
+	for _, g := range denied {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, codeGroupAuthorizationFailed
+		resp.Groups = append(resp.Groups, rg)
+	}
 	return resp, nil
 }

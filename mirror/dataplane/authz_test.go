@@ -347,3 +347,45 @@ func TestAllowed(t *testing.T) {
 	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceTopic, "L", "orders", OpAlterConfigs)}))
 	require.True(t, s.dp.Allowed(t.Context(), OpDescribeConfigs, ResourceTopic, "orders"), "ALTER_CONFIGS implies DESCRIBE_CONFIGS")
 }
+
+// TestConsumerGroupACLs: ConsumerGroupHeartbeat needs READ on the group and
+// DESCRIBE on each subscribed topic; ConsumerGroupDescribe DESCRIBE on the
+// group and on its assigned topics.
+func TestConsumerGroupACLs(t *testing.T) {
+	s := aclSite(t)
+	hbReq := func() *kmsg.ConsumerGroupHeartbeatRequest {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version, r.Group, r.MemberID, r.RebalanceTimeoutMillis = 1, "g", "m", 1000
+		r.SubscribedTopicNames, r.Topics = []string{"orders"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return r
+	}
+	serve := func(r kmsg.Request) kmsg.Response {
+		resp, err := s.dp.Serve(t.Context(), r)
+		require.NoError(t, err)
+		return resp
+	}
+	require.Equal(t, codeGroupAuthorizationFailed, serve(hbReq()).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode)
+	require.Nil(t, s.dp.groupReg.ownerOf("g"), "refused, no group is made")
+	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceGroup, "L", "g", OpRead)}))
+	resp := serve(hbReq()).(*kmsg.ConsumerGroupHeartbeatResponse)
+	require.Equal(t, codeTopicAuthorizationFailed, resp.ErrorCode)
+	require.Contains(t, *resp.ErrorMessage, "orders")
+	require.Nil(t, s.dp.groupReg.ownerOf("g"), "refused, no group is made")
+
+	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceGroup, "L", "g", OpRead), allow(ResourceTopic, "L", "orders", OpRead)}))
+	require.Zero(t, serve(hbReq()).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode)
+	require.NotNil(t, s.dp.groupReg.ownerOf("g"))
+
+	desc := kmsg.NewPtrConsumerGroupDescribeRequest()
+	desc.Groups = []string{"g"}
+	g := serve(desc).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	require.Zero(t, g.ErrorCode, "READ implies DESCRIBE")
+	require.Len(t, g.Members, 1)
+	require.NoError(t, s.dst.ReplaceMirrorACLs("m", []mirror.ACL{allow(ResourceGroup, "L", "g", OpDescribe)}))
+	g = serve(desc).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	require.Equal(t, codeTopicAuthorizationFailed, g.ErrorCode)
+	require.Empty(t, g.Members)
+	require.NoError(t, s.dst.ReplaceMirrorACLs("m", nil))
+	g = serve(desc).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	require.Equal(t, codeGroupAuthorizationFailed, g.ErrorCode)
+}

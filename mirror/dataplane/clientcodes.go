@@ -55,6 +55,46 @@ func forClient(key kmsg.Key, version int16, code int16, msg string) (int16, stri
 	return code, msg
 }
 
+// txnCodesForClient applies forClient's rule to the transaction keys whose
+// responses carry no message: a mirror code answered to AddPartitionsToTxn,
+// TxnOffsetCommit or EndTxn becomes INVALID_TOPIC_EXCEPTION. The Java
+// producer then fails the transaction naming INVALID_TOPIC_EXCEPTION for the
+// partition (for a code it does not know it names UNKNOWN_SERVER_ERROR), and
+// kgo, which retries neither, reports "INVALID_TOPIC_EXCEPTION" instead of
+// "UNKNOWN_SERVER_ERROR". The Produce of the same transaction says
+// READ_ONLY_TOPIC in its message.
+func txnCodesForClient(resp kmsg.Response) {
+	mapCode := func(code *int16) {
+		if *code >= mirrorCodeMin && *code <= mirrorCodeMax {
+			*code = codeInvalidTopic
+		}
+	}
+	switch r := resp.(type) {
+	case *kmsg.AddPartitionsToTxnResponse:
+		mapCode(&r.ErrorCode)
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				mapCode(&r.Topics[i].Partitions[j].ErrorCode)
+			}
+		}
+		for i := range r.Transactions {
+			for j := range r.Transactions[i].Topics {
+				for k := range r.Transactions[i].Topics[j].Partitions {
+					mapCode(&r.Transactions[i].Topics[j].Partitions[k].ErrorCode)
+				}
+			}
+		}
+	case *kmsg.TxnOffsetCommitResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				mapCode(&r.Topics[i].Partitions[j].ErrorCode)
+			}
+		}
+	case *kmsg.EndTxnResponse:
+		mapCode(&r.ErrorCode)
+	}
+}
+
 // hasErrorMessage reports whether key's response at version carries a
 // per-partition or per-topic ErrorMessage.
 func hasErrorMessage(key kmsg.Key, version int16) bool {

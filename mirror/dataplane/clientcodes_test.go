@@ -46,7 +46,7 @@ func TestTxnProduceToMirrorTopic(t *testing.T) {
 	require.NoError(t, s.dst.SetReadOnly("m", 0, true))
 	x := &rawTxn{t: t, dp: s.dp, id: "to-mirror"}
 	require.Equal(t, int16(0), x.init())
-	require.Equal(t, []int16{int16(admin.CodeReadOnlyTopic)}, x.add("m", 0))
+	require.Equal(t, []int16{codeInvalidTopic}, x.add("m", 0))
 	p := x.produce("m", 0, 0, 2)
 	require.Equal(t, codeInvalidTopic, p.ErrorCode)
 	require.NotNil(t, p.ErrorMessage)

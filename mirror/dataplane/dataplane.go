@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/admin"
+	"github.com/kmirror/kmirror/internal/consumergroup"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
 )
@@ -49,6 +50,14 @@ type Writer interface {
 // answers an empty list without it.
 type GroupLister interface {
 	Groups() []string
+}
+
+// GroupDeleter is optionally implemented by a Destination that can delete a
+// group's committed offsets (mirror.LocalDestination does); DeleteGroups is
+// served only with it. DeleteGroupOffsets reports whether the group had
+// offsets.
+type GroupDeleter interface {
+	DeleteGroupOffsets(group string) (bool, error)
 }
 
 // Config configures a DataPlane.
@@ -113,6 +122,59 @@ type Config struct {
 	// ACLPolicy holds the super users and what a resource no ACL refers to
 	// allows; used only with EnforceACLs.
 	ACLPolicy ACLPolicy
+
+	// The classic group protocol (JoinGroup, SyncGroup, Heartbeat,
+	// LeaveGroup); see Groups in the package documentation.
+
+	// InitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms; 0
+	// means DefaultInitialRebalanceDelay, negative no delay.
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
+	// member may ask for (INVALID_SESSION_TIMEOUT outside); 0 means
+	// DefaultMinSessionTimeout and DefaultMaxSessionTimeout.
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// MaxGroupSize bounds the members of one group, pending ones (handed a
+	// member id with MEMBER_ID_REQUIRED) included: GROUP_MAX_SIZE_REACHED
+	// beyond. 0 means DefaultMaxGroupSize.
+	MaxGroupSize int
+	// MaxGroups bounds the classic groups that have members: a JoinGroup
+	// creating one more is answered COORDINATOR_NOT_AVAILABLE. 0 means
+	// DefaultMaxGroups.
+	MaxGroups int
+	// GroupRejoinGrace is how long after New every group counts as active
+	// for the metadata sync (GroupActive, CommitIfInactive): group
+	// membership is not persisted, so after a site restart the members of
+	// a group rejoin at their next heartbeat, and until then the sync must
+	// not take their group for an empty one. 0 means
+	// DefaultGroupRejoinGrace; negative none.
+	GroupRejoinGrace time.Duration
+	// MaxHeldGroupRequests bounds the JoinGroup and SyncGroup requests held
+	// open at once while their group rebalances (each holds one of the admin
+	// server's MaxInFlightRequests slots); beyond it a JoinGroup is answered
+	// COORDINATOR_LOAD_IN_PROGRESS and a follower's SyncGroup
+	// REBALANCE_IN_PROGRESS, which clients retry. Keep it below the server's
+	// MaxInFlightRequests. 0 means DefaultMaxHeldGroupRequests.
+	MaxHeldGroupRequests int
+
+	// The KIP-848 consumer group protocol (ConsumerGroupHeartbeat,
+	// ConsumerGroupDescribe); see Groups in the package documentation.
+
+	// ConsumerSessionTimeout is Kafka's group.consumer.session.timeout.ms:
+	// a member not heard from for this long is removed; 0 means
+	// DefaultConsumerSessionTimeout.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is Kafka's
+	// group.consumer.heartbeat.interval.ms, told to every member; 0 means
+	// DefaultConsumerHeartbeatInterval.
+	ConsumerHeartbeatInterval time.Duration
+	// MaxConsumerGroupSize bounds the members of one consumer group
+	// (GROUP_MAX_SIZE_REACHED beyond); 0 means DefaultMaxConsumerGroupSize.
+	MaxConsumerGroupSize int
+	// MaxConsumerGroups bounds the consumer groups with members: a heartbeat
+	// creating one more is answered COORDINATOR_NOT_AVAILABLE. 0 means
+	// DefaultMaxConsumerGroups.
+	MaxConsumerGroups int
 	// FetchSessionCacheSlots bounds the incremental fetch sessions
 	// (KIP-227) held at once, Kafka's
 	// max.incremental.fetch.session.cache.slots; 0 means
@@ -147,6 +209,10 @@ type DataPlane struct {
 	aclStore  mirror.ACLStore // nil unless Config.EnforceACLs
 	aclCache  aclCache
 	coord     *coordinator
+	groupReg  *groupRegistry          // which protocol owns each group id
+	classic   *classicGroups          // the classic group protocol
+	consumer  *consumerGroups         // the KIP-848 consumer group protocol
+	started   time.Time               // New's time (Config.GroupRejoinGrace)
 	checkMu   sync.Mutex              // serializes checkTransactions
 	orphans   map[orphanKey]time.Time // guarded by checkMu: open transactions no entry owns, first seen
 	closing   chan struct{}
@@ -164,7 +230,9 @@ func New(cfg Config) (*DataPlane, error) {
 	case cfg.FetchSessionMaxPartitions < 0 || cfg.FetchSessionCachePartitions < 0:
 		return nil, fmt.Errorf("%w: negative fetch session bound", ErrConfig)
 	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0,
-		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0:
+		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0,
+		cfg.MinSessionTimeout < 0 || cfg.MaxSessionTimeout < 0 || cfg.MaxGroupSize < 0 || cfg.MaxGroups < 0 || cfg.MaxHeldGroupRequests < 0,
+		cfg.ConsumerSessionTimeout < 0 || cfg.ConsumerHeartbeatInterval < 0 || cfg.MaxConsumerGroupSize < 0 || cfg.MaxConsumerGroups < 0:
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	}
 	if cfg.ProducerIDs == nil {
@@ -208,6 +276,17 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.DefaultPartitions == 0 {
 		cfg.DefaultPartitions = 1
 	}
+	cfg.MinSessionTimeout = orDefault(cfg.MinSessionTimeout, DefaultMinSessionTimeout)
+	cfg.MaxSessionTimeout = orDefault(cfg.MaxSessionTimeout, DefaultMaxSessionTimeout)
+	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
+		return nil, fmt.Errorf("%w: MinSessionTimeout %v over MaxSessionTimeout %v", ErrConfig, cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	}
+	cfg.GroupRejoinGrace = max(orDefault(cfg.GroupRejoinGrace, DefaultGroupRejoinGrace), 0)
+	cfg.InitialRebalanceDelay = orDefault(cfg.InitialRebalanceDelay, DefaultInitialRebalanceDelay)
+	cfg.InitialRebalanceDelay = max(cfg.InitialRebalanceDelay, 0)
+	cfg.MaxGroupSize = orDefaultInt(cfg.MaxGroupSize, DefaultMaxGroupSize)
+	cfg.MaxGroups = orDefaultInt(cfg.MaxGroups, DefaultMaxGroups)
+	cfg.MaxHeldGroupRequests = orDefaultInt(cfg.MaxHeldGroupRequests, DefaultMaxHeldGroupRequests)
 	if cfg.NewTopicID == nil {
 		cfg.NewTopicID = randomTopicID
 	}
@@ -215,11 +294,32 @@ func New(cfg Config) (*DataPlane, error) {
 	if w == nil {
 		w = DestinationWriter(cfg.Destination)
 	}
+	cfg.ConsumerSessionTimeout = orDefault(cfg.ConsumerSessionTimeout, DefaultConsumerSessionTimeout)
+	cfg.ConsumerHeartbeatInterval = orDefault(cfg.ConsumerHeartbeatInterval, DefaultConsumerHeartbeatInterval)
+	if cfg.ConsumerHeartbeatInterval >= cfg.ConsumerSessionTimeout {
+		return nil, fmt.Errorf("%w: ConsumerHeartbeatInterval %v not below ConsumerSessionTimeout %v", ErrConfig, cfg.ConsumerHeartbeatInterval, cfg.ConsumerSessionTimeout)
+	}
+	cfg.MaxConsumerGroupSize = orDefaultInt(cfg.MaxConsumerGroupSize, DefaultMaxConsumerGroupSize)
+	cfg.MaxConsumerGroups = orDefaultInt(cfg.MaxConsumerGroups, DefaultMaxConsumerGroups)
 	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, sessions: newFetchSessions(cfg.FetchSessionCacheSlots, cfg.FetchSessionMaxPartitions, cfg.FetchSessionCachePartitions), writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
-		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(),
+		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(), started: time.Now(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
+	dp.classic = newClassicGroups(classicConfig{initialDelay: cfg.InitialRebalanceDelay, minSession: cfg.MinSessionTimeout,
+		maxSession: cfg.MaxSessionTimeout, maxGroupSize: cfg.MaxGroupSize, maxGroups: cfg.MaxGroups, maxHeld: cfg.MaxHeldGroupRequests},
+		dp.groupReg, dp.closing)
+	dp.consumer = newConsumerGroups(consumerConfig{group: consumergroup.Config{SessionTimeout: cfg.ConsumerSessionTimeout,
+		HeartbeatInterval: cfg.ConsumerHeartbeatInterval, MaxMembers: cfg.MaxConsumerGroupSize}, maxGroups: cfg.MaxConsumerGroups},
+		dp.groupReg, dp.dst)
+	go dp.consumer.run(dp.closing)
 	go dp.checkLoop()
 	return dp, nil
+}
+
+func orDefaultInt(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -234,8 +334,12 @@ func orDefault(d, def time.Duration) time.Duration {
 // afterwards; the Destination stays open (it is the host's). Calling Close
 // again returns nil.
 func (dp *DataPlane) Close() error {
-	dp.closeOnce.Do(func() { close(dp.closing) })
+	dp.closeOnce.Do(func() {
+		close(dp.closing)
+		dp.classic.close()
+	})
 	<-dp.checkDone
+	<-dp.consumer.done
 	return nil
 }
 
@@ -265,6 +369,13 @@ var apis = []api{
 	{kmsg.FindCoordinator, 0, 5, (*DataPlane).findCoordinator},
 	{kmsg.DescribeGroups, 0, 5, (*DataPlane).describeGroups},
 	{kmsg.ListGroups, 0, 5, (*DataPlane).listGroups},
+	{kmsg.JoinGroup, 2, 9, (*DataPlane).joinGroup},
+	{kmsg.SyncGroup, 0, 5, (*DataPlane).syncGroup},
+	{kmsg.Heartbeat, 0, 4, (*DataPlane).heartbeat},
+	{kmsg.LeaveGroup, 0, 5, (*DataPlane).leaveGroup},
+	{kmsg.ConsumerGroupHeartbeat, 0, 1, (*DataPlane).consumerGroupHeartbeat},
+	{kmsg.ConsumerGroupDescribe, 0, 1, (*DataPlane).consumerGroupDescribe},
+	{kmsg.DeleteGroups, 0, 2, (*DataPlane).deleteGroups},
 	{kmsg.CreateTopics, 2, 7, (*DataPlane).createTopics},
 	{kmsg.InitProducerID, 0, 4, (*DataPlane).initProducerID},
 	{kmsg.AddPartitionsToTxn, 0, 5, (*DataPlane).addPartitionsToTxn},
@@ -285,13 +396,16 @@ var apis = []api{
 // served reports whether the data plane serves a: CreatePartitions,
 // DeleteTopics and DeleteRecords need a Destination implementing
 // mirror.ClientAdmin; DescribeAcls, CreateAcls and DeleteAcls one implementing
-// LocalACLStore.
+// LocalACLStore; DeleteGroups one implementing GroupDeleter.
 func (dp *DataPlane) served(a api) bool {
 	switch {
 	case clientAdminKeys[a.key]:
 		return dp.clientAdmin() != nil
 	case aclKeys[a.key]:
 		return dp.localACLs() != nil
+	case a.key == kmsg.DeleteGroups:
+		_, ok := dp.dst.(GroupDeleter)
+		return ok && dp.groups() != nil
 	}
 	return true
 }

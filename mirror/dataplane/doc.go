@@ -28,8 +28,10 @@
 //     ListTransactions and DescribeTransactions: see Transactions below;
 //   - CreateTopics for plain topics;
 //   - FindCoordinator (groups and transactions), OffsetCommit, OffsetFetch,
-//     ListGroups, DescribeGroups over mirror.GroupOffsets (offsets only: no
-//     group membership);
+//     ListGroups, DescribeGroups over mirror.GroupOffsets, the classic
+//     group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and the
+//     KIP-848 consumer protocol (ConsumerGroupHeartbeat,
+//     ConsumerGroupDescribe): see Groups below;
 //   - CreatePartitions, DeleteTopics and DeleteRecords over a Destination
 //     implementing mirror.ClientAdmin (left out of ApiVersions otherwise): a
 //     mirror topic that is not STOPPED is refused per topic (per partition
@@ -182,6 +184,96 @@
 // marked committed and the others are aborted after the restart; and a
 // crash between the markers and the offset commit loses the staged offsets
 // (consumers then re-read, they never skip).
+//
+// # Groups
+//
+// Committed offsets live in the Destination (mirror.GroupOffsets, durable).
+// Group membership lives in the data plane: a registry (groups_registry.go)
+// gives each group id to one protocol, classic or consumer (KIP-848), and answers for both
+// kinds which groups are active, what ListGroups and DescribeGroups show,
+// and whether a member's OffsetCommit or TxnOffsetCommit is valid.
+//
+// The classic protocol follows Kafka's group coordinator (ClassicGroup):
+// states Empty, PreparingRebalance, CompletingRebalance, Stable; a new
+// member, a member that leaves or whose session times out, or a changed
+// subscription starts a rebalance; the join phase ends once every member
+// has rejoined or at the longest rebalance timeout (members that did not
+// rejoin are removed), the sync phase at the rebalance timeout too (members
+// that sent no SyncGroup are removed); the first rebalance of an empty
+// group waits Config.InitialRebalanceDelay (Kafka's
+// group.initial.rebalance.delay.ms, 3 s), extended per join up to the
+// rebalance timeout. JoinGroup v4+ without a member id is answered
+// MEMBER_ID_REQUIRED with one; a static member (group.instance.id) that
+// rejoins without its member id replaces its old id (FENCED_INSTANCE_ID
+// from then on) without a rebalance when nothing changed. The leader
+// assigns (range, cooperative-sticky and any client-side assignor work); the
+// protocol is the one every member supports that most prefer. Member
+// commits are fenced as Kafka's: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+// FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS while CompletingRebalance
+// (OffsetCommit only); a memberless commit (generation -1, no member id) is
+// accepted while the group is Empty and UNKNOWN_MEMBER_ID otherwise.
+//
+// Bounds a client cannot turn against the server: session timeouts within
+// Config.MinSessionTimeout and MaxSessionTimeout (INVALID_SESSION_TIMEOUT);
+// Config.MaxGroupSize members per group, pending member ids included
+// (GROUP_MAX_SIZE_REACHED), which expire after the session timeout when
+// never used; Config.MaxGroups groups with members (COORDINATOR_NOT_AVAILABLE
+// beyond). A JoinGroup or SyncGroup waiting for a rebalance holds one of the
+// admin server's request slots, as a Fetch long poll does, so at most
+// Config.MaxHeldGroupRequests wait at once (COORDINATOR_LOAD_IN_PROGRESS for
+// a JoinGroup beyond, REBALANCE_IN_PROGRESS for a follower's SyncGroup, both
+// retried by clients); a held request ends with its context (the
+// connection, the server's close) and at Close.
+//
+// Membership is not persisted (Kafka writes it to __consumer_offsets so a
+// coordinator failover keeps the generation): after a restart every member
+// learns at its next heartbeat (UNKNOWN_MEMBER_ID) that it must rejoin, and
+// resumes from its committed offsets, at the cost of one rebalance per
+// restart and no write per rebalance. Meanwhile the metadata sync must not
+// take the group for an empty one, so for Config.GroupRejoinGrace (45 s,
+// consumers' default session timeout) after New every group counts as
+// active for it.
+//
+// The consumer protocol (KIP-848: ConsumerGroupHeartbeat and
+// ConsumerGroupDescribe, groups_consumer.go) runs the pure state machine of
+// internal/consumergroup per group: group, target-assignment and member
+// epochs; the server-side assignors "uniform" (the default) and "range",
+// chosen by the members' ServerAssignor; subscriptions by topic names or a
+// regular expression (re-matched every 10 s); a partition moves to another
+// member only once a heartbeat of its old owner no longer lists it; a
+// member is removed when its session (Config.ConsumerSessionTimeout, Kafka's
+// group.consumer.session.timeout.ms, 45 s) or its rebalance timeout (while it
+// still holds partitions to revoke) runs out, checked every second. Leave is
+// epoch -1; a static member leaves with -2 and keeps its partitions until its
+// session runs out or a member with its instance id takes its place
+// (UNRELEASED_INSTANCE_ID while it is active). A grown subscribed topic, or one
+// created after the subscription, bumps the group epoch and is assigned. A
+// member's OffsetCommit needs v9 and its current epoch (STALE_MEMBER_EPOCH), as
+// does its OffsetFetch v9 (epoch -1 is an admin client). A heartbeat for a
+// group the classic protocol holds is GROUP_ID_NOT_FOUND, a JoinGroup for a
+// consumer group INCONSISTENT_GROUP_PROTOCOL (Kafka without group migration);
+// DescribeGroups answers a consumer group Dead (Kafka's answer before v6) and
+// ConsumerGroupDescribe describes it; ListGroups shows it with type
+// "consumer". As membership is not persisted, a heartbeat at an epoch above
+// 0 for a group the site does not hold is UNKNOWN_MEMBER_ID (Kafka answers
+// GROUP_ID_NOT_FOUND, which the Java client takes as fatal), so the member
+// rejoins. Bounds: Config.MaxConsumerGroupSize members per group
+// (GROUP_MAX_SIZE_REACHED), Config.MaxConsumerGroups groups
+// (COORDINATOR_NOT_AVAILABLE beyond), and per member at most 10000 subscribed
+// topic names of at most 249 bytes, a regular expression of at most 1024
+// bytes and ids of at most 255 (INVALID_REQUEST). An empty consumer group is
+// dropped and its id released; its offsets stay.
+//
+// DeleteGroups (over a Destination implementing GroupDeleter) deletes an
+// empty group's offsets, refuses a group with members (NON_EMPTY_GROUP) and
+// answers GROUP_ID_NOT_FOUND for a group with neither.
+//
+// Groups and mirroring: the metadata sync (metasync.GroupGuard, which the
+// DataPlane implements with GroupActive and CommitIfInactive) never writes
+// the offsets of a group that has members here, and writes those of an
+// empty group while holding its joins off, so a consumer joining at that
+// moment reads the synced offsets, not a mix; the sync resumes once the
+// group empties.
 //
 // # Concurrency
 //

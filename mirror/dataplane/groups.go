@@ -13,7 +13,17 @@ import (
 
 // Group error codes.
 const (
-	codeInvalidGroupID int16 = 24
+	codeCoordinatorLoadInProgress int16 = 14
+	codeIllegalGeneration         int16 = 22
+	codeInconsistentGroupProtocol int16 = 23
+	codeInvalidGroupID            int16 = 24
+	codeInvalidSessionTimeout     int16 = 26
+	codeRebalanceInProgress       int16 = 27
+	codeNonEmptyGroup             int16 = 68
+	codeGroupIDNotFound           int16 = 69
+	codeMemberIDRequired          int16 = 79
+	codeGroupMaxSizeReached       int16 = 81
+	codeFencedInstanceID          int16 = 82
 )
 
 // groups returns the destination's group-offset store, or nil.
@@ -74,10 +84,12 @@ func (dp *DataPlane) findCoordinator(_ context.Context, req kmsg.Request) (kmsg.
 	return resp, nil
 }
 
-// offsetCommit serves OffsetCommit for simple (memberless) commits:
-// generation -1 and no member id, as an admin client or a consumer with
-// manual assignment sends. Commits as a group member are refused with
-// UNKNOWN_MEMBER_ID: the data plane keeps no group membership.
+// offsetCommit serves OffsetCommit: a simple (memberless) commit, generation
+// -1 and no member id as an admin client or a consumer with manual
+// assignment sends, is accepted while the group has no members; a member's
+// commit is validated by the protocol owning the group (groupRegistry:
+// generation, member id, group instance id), UNKNOWN_MEMBER_ID when none
+// does.
 func (dp *DataPlane) offsetCommit(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	r := req.(*kmsg.OffsetCommitRequest)
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -88,8 +100,8 @@ func (dp *DataPlane) offsetCommit(_ context.Context, req kmsg.Request) (kmsg.Res
 		groupCode = int16(admin.CodeCoordinatorNotAvailable)
 	case r.Group == "":
 		groupCode = codeInvalidGroupID
-	case r.Generation >= 0 || r.MemberID != "":
-		groupCode = codeUnknownMemberID
+	default:
+		groupCode = dp.groupReg.validateCommit(r.Group, memberCommit{MemberID: r.MemberID, InstanceID: r.InstanceID, Generation: r.Generation, Version: r.Version})
 	}
 	offsets := map[mirror.TopicPartition]int64{}
 	for _, rt := range r.Topics {

@@ -25,13 +25,13 @@ type site struct {
 	addr string
 }
 
-func startSite(t *testing.T, cfg Config) *site {
+func startSite(t testing.TB, cfg Config) *site {
 	t.Helper()
 	return startSiteNamed(t, "cluster-"+t.Name(), cfg)
 }
 
 // startSiteNamed is startSite with the destination's cluster id.
-func startSiteNamed(t *testing.T, clusterID string, cfg Config) *site {
+func startSiteNamed(t testing.TB, clusterID string, cfg Config) *site {
 	t.Helper()
 	dst := mirror.NewMemoryDestination(clusterID, fetcher.MemoryLogOptions{SyncEveryAppend: true})
 	t.Cleanup(func() { _ = dst.Close() })

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/records"
@@ -195,7 +194,7 @@ func TestTxnMirrorPartitionUntouchable(t *testing.T) {
 	before := snapLog(t, m.lb)
 	src := mirror.TopicPartition{Topic: "src"}
 	local := mirror.TopicPartition{Topic: "local"}
-	readOnly := int16(admin.CodeReadOnlyTopic)
+	readOnly := codeInvalidTopic // READ_ONLY_TOPIC as an ordinary client sees it (txnCodesForClient)
 	x := &attacker{t: t, cl: b.client(t), dp: b.dp, id: "evil"}
 
 	// InitProducerId passing the mirrored id, with and without a
@@ -317,7 +316,7 @@ func TestTxnMirrorPartitionUntouchableWithSameID(t *testing.T) {
 	require.Equal(t, int16(0), x.init())
 	require.Equal(t, m.pid, x.pid, "the allocator handed out the mirrored id")
 	require.Equal(t, m.pepoch, x.epoch)
-	require.Equal(t, []int16{int16(admin.CodeReadOnlyTopic)}, x.add("src", 0))
+	require.Equal(t, []int16{codeInvalidTopic}, x.add("src", 0))
 	require.Equal(t, codeInvalidTopic, x.produce("src", 0, m.nextSeq, 1).ErrorCode)
 	require.Equal(t, []int16{0}, x.add("local", 0))
 	require.Equal(t, int16(0), x.produce("local", 0, 0, 1).ErrorCode)
@@ -413,7 +412,7 @@ func TestTxnCompleteSkipsPartitionTurnedMirror(t *testing.T) {
 	require.Equal(t, 1, skipped)
 	requireClosed(t, s, "a", 1)
 	require.Equal(t, before, snapLog(t, lb))
-	require.Equal(t, int16(admin.CodeReadOnlyTopic), x.end(4, true)) // a retry is told what the commit missed
+	require.Equal(t, codeInvalidTopic, x.end(4, true)) // a retry is told what the commit missed
 
 	// The marker path itself refuses a read-only partition.
 	_, err = s.dp.writeMarker(mirror.TopicPartition{Topic: "b"}, fetcher.TxnMarker{ProducerID: x.pid, ProducerEpoch: x.epoch,

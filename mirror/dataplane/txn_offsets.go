@@ -14,9 +14,9 @@ import (
 // txnOffsetCommit serves TxnOffsetCommit (v0-v4, topics by name): the
 // offsets are staged in the transaction of a group added with
 // AddOffsetsToTxn and reach mirror.GroupOffsets only when the transaction
-// commits (dropped on abort). As OffsetCommit, only simple commits are
-// accepted (generation -1, no member id): the data plane keeps no group
-// membership, so a member's commit is UNKNOWN_MEMBER_ID. A partition of a
+// commits (dropped on abort). From v3 a member's commit is validated as
+// OffsetCommit's by the protocol owning the group (groupRegistry); a
+// simple commit (generation -1, no member id) is accepted. A partition of a
 // mirror topic that is not STOPPED is READ_ONLY_TOPIC (its group offsets are
 // the source's, synced by the mirror) and the other partitions
 // OPERATION_NOT_ATTEMPTED: nothing is staged.
@@ -29,8 +29,8 @@ func (dp *DataPlane) txnOffsetCommit(_ context.Context, req kmsg.Request) (kmsg.
 		code = int16(admin.CodeCoordinatorNotAvailable)
 	case r.Group == "":
 		code = codeInvalidGroupID
-	case r.Version >= 3 && (r.Generation >= 0 || r.MemberID != ""):
-		code = codeUnknownMemberID
+	case r.Version >= 3:
+		code = dp.groupReg.validateCommit(r.Group, memberCommit{MemberID: r.MemberID, InstanceID: r.InstanceID, Generation: r.Generation, Transactional: true})
 	}
 	staged := map[mirror.TopicPartition]int64{}
 	refused := map[mirror.TopicPartition]int16{}

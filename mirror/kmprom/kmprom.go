@@ -59,6 +59,7 @@ type Metrics struct {
 	truncations  *prometheus.CounterVec
 	gapOffsets   *prometheus.CounterVec
 	localLost    *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 	bumps        *prometheus.CounterVec
 	transitions  *prometheus.CounterVec
 	stopping     *prometheus.HistogramVec
@@ -111,6 +112,7 @@ func New(namespace string, opts ...Opt) *Metrics {
 		fetchErrs:    counter("fetch_partition_errors_total", "Partition error codes in Fetch answers of a source broker.", "mirror", "broker", "code"),
 		truncations:  counter("truncations_total", "Truncations of destination logs, by cause (divergence, out_of_range: the fetcher; start: an allowed removal by PREPARING).", "mirror", "topic", "cause"),
 		localLost:    counter("removed_local_records_total", "Records written on this site that PREPARING removed because their start allowed it (AllowTruncation).", "mirror", "topic"),
+		refused:      counter("truncation_refusals_total", "Removals of records written on this site that PREPARING refused because no start approved them (the partition goes FAILED and keeps them; recover with AllowTruncation).", "mirror", "topic"),
 		gapOffsets:   counter("gap_offsets_total", "Source offsets that will never be mirrored: the fetch offset was below the source log start.", "mirror", "topic"),
 		bumps:        counter("leader_epoch_bumps_total", "Raises of the destination leader epoch, by cause (ahead, state).", "mirror", "topic", "cause"),
 		transitions:  counter("state_transitions_total", "Durable actual-state changes of mirror partitions.", "mirror", "from", "to"),
@@ -125,7 +127,7 @@ func New(namespace string, opts ...Opt) *Metrics {
 		mismatches:   counter("fidelity_mismatches_total", "Mirrored batches found different from the source's by the fidelity check (the partition goes FAILED).", "mirror", "topic"),
 	}
 	c.reg.MustRegister(m.state, m.lagOffsets, m.lagSeconds, m.bytes, m.records, m.fetchLatency, m.fetchReqErrs,
-		m.fetchErrs, m.truncations, m.gapOffsets, m.localLost, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
+		m.fetchErrs, m.truncations, m.gapOffsets, m.localLost, m.refused, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
 		m.adminReqs, m.adminLatency, m.condActive, m.condCycles, m.verified, m.mismatches)
 	return m
 }
@@ -296,6 +298,11 @@ func (m *Metrics) AdminRequest(o admin.RequestObservation) {
 // FidelityVerified implements mirror.Metrics.
 func (m *Metrics) FidelityVerified(p mirror.PartitionRef, upTo int64) {
 	m.verified.With(partLabels(p)).Set(float64(upTo))
+}
+
+// TruncationRefused implements mirror.Metrics.
+func (m *Metrics) TruncationRefused(p mirror.PartitionRef, _ int64) {
+	m.refused.WithLabelValues(p.Mirror, p.Topic).Inc()
 }
 
 // FidelityMismatch implements mirror.Metrics.

@@ -17,7 +17,7 @@ var _ dest.ClientAdmin = (*LocalDestination)(nil)
 // a mirror partition is read-only in every state but STOPPED.
 func (d *LocalDestination) guardMirrorTopicLocked(op, topic string, t *fileTopic) error {
 	for p := int32(0); p < t.Partitions; p++ {
-		if d.meta.ReadOnly[roKey(topic, p)] {
+		if d.readOnlyLocked(roKey(topic, p)) {
 			return admin.Errorf(admin.CodeInvalidClusterMirrorStates,
 				"%s of topic %q refused: partition %d is a mirror partition that is not STOPPED; stop the mirror topic first", op, topic, p)
 		}
@@ -60,6 +60,7 @@ func (d *LocalDestination) ClientCreatePartitions(ctx context.Context, topic str
 func (d *LocalDestination) DeleteTopic(ctx context.Context, topic string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.waitOpensLocked(topic) // no open of its logs is under way from here on
 	if d.closed {
 		return fetcher.ErrClosed
 	}
@@ -97,7 +98,7 @@ func (d *LocalDestination) DeleteRecords(ctx context.Context, topic string, part
 	d.mu.Lock()
 	t, ok := d.meta.Topics[topic]
 	var err error
-	if ok && d.meta.ReadOnly[roKey(topic, partition)] {
+	if ok && d.readOnlyLocked(roKey(topic, partition)) {
 		err = d.guardMirrorTopicLocked("DeleteRecords", topic, t)
 	}
 	d.mu.Unlock()

@@ -38,16 +38,30 @@ type LocalDestination struct {
 	clusterID string
 	openLog   func(topic string, partition int32) (fetcher.Log, error)
 
-	mu       sync.Mutex
-	meta     fileDestMeta
-	logs     map[dest.TopicPartition]fetcher.Log
-	active   map[string]bool
-	closed   bool
-	groupsMu sync.Mutex
-	groups   map[string]map[string]int64 // group -> "topic/partition" -> offset
-	aclsOnce sync.Once
-	acls     *aclStore   // synced ACLs (acl.go)
-	shares   *shareStore // share-group start offsets (share.go)
+	mu   sync.Mutex
+	meta fileDestMeta
+	logs map[dest.TopicPartition]fetcher.Log
+	// opening holds the partitions whose log is being opened outside mu (Log):
+	// another caller waits for the same open, DeleteTopic and Close for all.
+	opening map[dest.TopicPartition]*logOpen
+	// unsettled counts, per read-only key, the SetReadOnly(false) calls whose
+	// removal of the flag is not durable yet: the partition stays read-only
+	// for everyone until it is (readOnlyLocked).
+	unsettled map[string]int
+	// gen counts the changes of meta; saved is the highest gen known durable.
+	// saveMu serializes the writes of topicsFile (saveLocked's group commit).
+	gen, saved uint64
+	saveMu     sync.Mutex
+	// writeTopics replaces topicsFile with data (atomicfile.WriteFile; tests
+	// replace it to hold or fail a write).
+	writeTopics func(data []byte) error
+	active      map[string]bool
+	closed      bool
+	groupsMu    sync.Mutex
+	groups      map[string]map[string]int64 // group -> "topic/partition" -> offset
+	aclsOnce    sync.Once
+	acls        *aclStore   // synced ACLs (acl.go)
+	shares      *shareStore // share-group start offsets (share.go)
 	// replicationFactor of new topics, 0 = 1 (replication.go)
 	replicationFactor atomic.Int32
 	pidMu             sync.Mutex  // serializes AllocateProducerIDs
@@ -94,10 +108,17 @@ func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDest
 	if clusterID, err = checkClusterID(root, clusterID); err != nil {
 		return nil, err
 	}
+	// The root's lock excludes every other process from the partitions'
+	// directories and d.logs opens each partition once, so the logs take no
+	// lock file of their own: an idle partition holds no descriptor (its
+	// segment files are opened on demand through opts.Files, by default the
+	// process-wide fetcher.DefaultFileCache).
+	opts.DirLockedByCaller = true
 	d := newLocalDestination(clusterID, func(topic string, partition int32) (fetcher.Log, error) {
 		return fetcher.OpenFileLog(fetcher.PartitionDir(root, topic, partition), opts)
 	})
 	d.root, d.rootLock = root, lock
+	d.writeTopics = func(data []byte) error { return atomicfile.WriteFile(root, topicsFile, data, 0o600) }
 	if err := readJSON(filepath.Join(root, topicsFile), &d.meta); err != nil {
 		return nil, err
 	}
@@ -139,9 +160,12 @@ func newLocalDestination(clusterID string, open func(string, int32) (fetcher.Log
 		meta:   fileDestMeta{Topics: map[string]*fileTopic{}, ReadOnly: map[string]bool{}},
 		logs:   map[dest.TopicPartition]fetcher.Log{},
 		active: map[string]bool{},
-		groups: map[string]map[string]int64{},
-		shares: &shareStore{groups: map[string]map[string]int64{}},
-		pids:   newProducerIDs(clusterID),
+
+		opening:   map[dest.TopicPartition]*logOpen{},
+		unsettled: map[string]int{},
+		groups:    map[string]map[string]int64{},
+		shares:    &shareStore{groups: map[string]map[string]int64{}},
+		pids:      newProducerIDs(clusterID),
 	}
 }
 
@@ -165,7 +189,7 @@ func (d *LocalDestination) CreateTopic(ctx context.Context, spec dest.TopicSpec)
 		if t.TopicID != spec.TopicID.String() {
 			return admin.Errorf(admin.CodeTopicAlreadyExists, "topic %q exists with topic id %s, not %s", spec.Name, t.TopicID, spec.TopicID)
 		}
-		return nil
+		return d.durableLocked() // made by a call whose save may still be under way
 	}
 	for name, t := range d.meta.Topics {
 		if t.TopicID == spec.TopicID.String() {
@@ -191,7 +215,7 @@ func (d *LocalDestination) CreatePartitions(ctx context.Context, topic string, c
 		return admin.Errorf(admin.CodeInvalidRequest, "topic %q has %d partitions; cannot shrink to %d", topic, t.Partitions, count)
 	}
 	if count == t.Partitions {
-		return nil
+		return d.durableLocked()
 	}
 	t.Partitions = count
 	return d.saveLocked()
@@ -242,28 +266,87 @@ func (d *LocalDestination) Topics() []dest.TopicSpec {
 	return out
 }
 
+// logOpen is one open of a partition's log under way: done is closed once l
+// or err is set.
+type logOpen struct {
+	done chan struct{}
+	l    fetcher.Log
+	err  error
+}
+
 // Log implements dest.Destination: it opens the partition's FileLog on first use.
+// The open (directory, recovery, fsyncs) runs outside the destination's lock, so
+// that the logs of many partitions open at once; a second caller for the same
+// partition waits for the first one's open.
 func (d *LocalDestination) Log(topic string, partition int32) (fetcher.Log, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, fetcher.ErrClosed
-	}
-	t, ok := d.meta.Topics[topic]
-	if !ok || partition < 0 || partition >= t.Partitions {
-		return nil, admin.Errorf(admin.CodeUnknownTopicOrPartition, "unknown partition %s-%d", topic, partition)
-	}
 	tp := dest.TopicPartition{Topic: topic, Partition: partition}
-	if l, ok := d.logs[tp]; ok {
-		return l, nil
+	d.mu.Lock()
+	for {
+		if d.closed {
+			d.mu.Unlock()
+			return nil, fetcher.ErrClosed
+		}
+		t, ok := d.meta.Topics[topic]
+		if !ok || partition < 0 || partition >= t.Partitions {
+			d.mu.Unlock()
+			return nil, admin.Errorf(admin.CodeUnknownTopicOrPartition, "unknown partition %s-%d", topic, partition)
+		}
+		if l, ok := d.logs[tp]; ok {
+			d.mu.Unlock()
+			return l, nil
+		}
+		o, ok := d.opening[tp]
+		if !ok {
+			break
+		}
+		d.mu.Unlock()
+		<-o.done
+		if o.err != nil {
+			return nil, o.err
+		}
+		d.mu.Lock() // the log is in d.logs now, unless the topic went meanwhile
 	}
+	o := &logOpen{done: make(chan struct{})}
+	d.opening[tp] = o
+	d.mu.Unlock()
 	l, err := d.openLog(topic, partition)
+	d.mu.Lock()
+	delete(d.opening, tp)
+	if err == nil && d.closed {
+		err = errors.Join(fetcher.ErrClosed, l.Close())
+	}
+	if err == nil {
+		// The flag as it is now: SetReadOnly calls made during the open are in meta.
+		l.SetReadOnly(d.readOnlyLocked(roKey(topic, partition)))
+		d.logs[tp] = l
+	}
+	o.l, o.err = l, err
+	close(o.done)
+	d.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	l.SetReadOnly(d.meta.ReadOnly[roKey(topic, partition)])
-	d.logs[tp] = l
 	return l, nil
+}
+
+// waitOpensLocked waits, with d.mu held on entry and on return (released while
+// waiting), until no log of topic ("" any topic) is being opened.
+func (d *LocalDestination) waitOpensLocked(topic string) {
+	for {
+		var o *logOpen
+		for tp, w := range d.opening {
+			if topic == "" || tp.Topic == topic {
+				o = w
+				break
+			}
+		}
+		if o == nil {
+			return
+		}
+		d.mu.Unlock()
+		<-o.done
+		d.mu.Lock()
+	}
 }
 
 // Produce implements dest.Destination with dest.ProduceToLog.
@@ -279,43 +362,59 @@ func roKey(topic string, partition int32) string {
 	return topic + "/" + strconv.FormatInt(int64(partition), 10)
 }
 
-// SetReadOnly implements dest.Destination.
+// SetReadOnly implements dest.Destination. The flag is durable (kmirror-topics.json)
+// when it returns nil; concurrent calls share the writes of that file (saveLocked).
 func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := roKey(topic, partition)
-	l := d.logs[dest.TopicPartition{Topic: topic, Partition: partition}]
+	tp := dest.TopicPartition{Topic: topic, Partition: partition}
 	if d.meta.ReadOnly[k] == readOnly {
-		if l != nil {
-			l.SetReadOnly(readOnly)
+		// Possibly set by a call whose save is still under way: durable first.
+		if err := d.durableLocked(); err != nil {
+			return err
+		}
+		if l := d.logs[tp]; l != nil {
+			l.SetReadOnly(d.readOnlyLocked(k))
 		}
 		return nil
 	}
 	if readOnly {
 		// Refuse client writes before the flag is durable: a crash in between leaves
 		// the partition writable on disk, and the reconciler sets it again.
-		if l != nil {
+		if l := d.logs[tp]; l != nil {
 			l.SetReadOnly(true)
 		}
 		d.meta.ReadOnly[k] = true
 		return d.saveLocked()
 	}
 	delete(d.meta.ReadOnly, k)
-	if err := d.saveLocked(); err != nil {
+	d.unsettled[k]++ // read-only for everyone until the removal is durable
+	err := d.saveLocked()
+	if d.unsettled[k]--; d.unsettled[k] == 0 {
+		delete(d.unsettled, k)
+	}
+	if err != nil {
 		d.meta.ReadOnly[k] = true
 		return err
 	}
-	if l != nil {
-		l.SetReadOnly(false) // writable only once it is durable
+	if l := d.logs[tp]; l != nil {
+		l.SetReadOnly(d.readOnlyLocked(k)) // writable only once it is durable
 	}
 	return nil
+}
+
+// readOnlyLocked reports whether the partition of key k is read-only: flagged, or
+// its flag's removal not durable yet.
+func (d *LocalDestination) readOnlyLocked(k string) bool {
+	return d.meta.ReadOnly[k] || d.unsettled[k] > 0
 }
 
 // ReadOnly implements dest.Destination.
 func (d *LocalDestination) ReadOnly(topic string, partition int32) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.meta.ReadOnly[roKey(topic, partition)]
+	return d.readOnlyLocked(roKey(topic, partition))
 }
 
 // CommittedOffsets implements dest.GroupOffsets.
@@ -404,8 +503,29 @@ func (d *LocalDestination) CommitOffsets(group string, offsets map[dest.TopicPar
 	return writeJSON(d.root, groupsFile, d.groups)
 }
 
-// Close implements dest.Destination: it closes every open log, then releases the root's
-// lock of a file destination.
+// DeleteGroupOffsets removes every committed offset of group (durably for a
+// file destination) and reports whether it had any.
+func (d *LocalDestination) DeleteGroupOffsets(group string) (bool, error) {
+	d.groupsMu.Lock()
+	defer d.groupsMu.Unlock()
+	if _, ok := d.groups[group]; !ok {
+		return false, nil
+	}
+	delete(d.groups, group)
+	if d.root == "" {
+		return true, nil
+	}
+	return true, writeJSON(d.root, groupsFile, d.groups)
+}
+
+// closeWorkers is how many logs Close closes at once: a log's Close may fsync its
+// active segment and write its recovery point (two more fsyncs), and the disk
+// overlaps those of many files, where one after another they add up at thousands of
+// partitions.
+const closeWorkers = 32
+
+// Close implements dest.Destination: it closes every open log (closeWorkers at a
+// time), then releases the root's lock of a file destination.
 func (d *LocalDestination) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -413,23 +533,90 @@ func (d *LocalDestination) Close() error {
 		return nil
 	}
 	d.closed = true
-	var errs []error
+	d.waitOpensLocked("") // an open under way closes its log itself
+	// A write of the topics file under way ends before the root's lock is released
+	// (a later one sees closed and refuses).
+	d.mu.Unlock()
+	d.saveMu.Lock()
+	//lint:ignore SA2001 waiting for the write under way is the point
+	d.saveMu.Unlock()
+	d.mu.Lock()
+	logs := make(chan fetcher.Log, len(d.logs))
 	for _, l := range d.logs {
-		if err := l.Close(); err != nil {
-			errs = append(errs, err)
-		}
+		logs <- l
 	}
+	close(logs)
+	var (
+		wg     sync.WaitGroup
+		errsMu sync.Mutex
+		errs   []error
+	)
+	for range min(closeWorkers, len(d.logs)) {
+		wg.Go(func() {
+			for l := range logs {
+				if err := l.Close(); err != nil {
+					errsMu.Lock()
+					errs = append(errs, err)
+					errsMu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
 	if d.rootLock != nil {
 		errs = append(errs, d.rootLock.Close())
 	}
 	return errors.Join(errs...)
 }
 
+// saveLocked makes the current meta durable in topicsFile. It is called with d.mu
+// held and returns with it held, but releases it while the file is written: the
+// calls made meanwhile (the reconcilers of many partitions flagging them at once)
+// wait for the write under way, and the next write takes all their changes (a group
+// commit), so P flags cost a few writes of the file, not P.
 func (d *LocalDestination) saveLocked() error {
-	if d.root == "" {
+	d.gen++
+	return d.commitLocked(d.gen)
+}
+
+// durableLocked returns once every change made so far is durable (with d.mu held,
+// released while waiting).
+func (d *LocalDestination) durableLocked() error {
+	if d.saved >= d.gen {
 		return nil
 	}
-	return writeJSON(d.root, topicsFile, d.meta)
+	return d.commitLocked(d.gen)
+}
+
+// commitLocked writes meta unless a write of generation gen or later succeeded.
+func (d *LocalDestination) commitLocked(gen uint64) error {
+	if d.root == "" {
+		d.saved = max(d.saved, gen)
+		return nil
+	}
+	d.mu.Unlock()
+	d.saveMu.Lock()
+	d.mu.Lock()
+	defer d.saveMu.Unlock()
+	if d.saved >= gen {
+		return nil // an earlier call's write took this change
+	}
+	if d.closed {
+		return fetcher.ErrClosed // the root's lock may be released: never written after Close
+	}
+	g := d.gen
+	data, err := json.MarshalIndent(&d.meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	d.mu.Unlock()
+	err = d.writeTopics(data)
+	d.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("mirror: write %s: %w", topicsFile, err)
+	}
+	d.saved = max(d.saved, g)
+	return nil
 }
 
 func readJSON(path string, v any) error {

@@ -76,3 +76,27 @@ func TestLocalDestinations(t *testing.T) {
 		})
 	}
 }
+
+// DeleteGroupOffsets removes a group's offsets durably and reports whether
+// it had any.
+func TestDeleteGroupOffsetsDurable(t *testing.T) {
+	root := t.TempDir()
+	d, err := OpenFile(root, "c", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	tp := dest.TopicPartition{Topic: "t", Partition: 0}
+	require.NoError(t, d.CommitOffsets("a", map[dest.TopicPartition]int64{tp: 1}))
+	require.NoError(t, d.CommitOffsets("b", map[dest.TopicPartition]int64{tp: 2}))
+	had, err := d.DeleteGroupOffsets("a")
+	require.NoError(t, err)
+	require.True(t, had)
+	had, err = d.DeleteGroupOffsets("a")
+	require.NoError(t, err)
+	require.False(t, had)
+	require.NoError(t, d.Close())
+	d, err = OpenFile(root, "c", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	defer d.Close()
+	require.Nil(t, d.CommittedOffsets("a"))
+	require.Equal(t, map[dest.TopicPartition]int64{tp: 2}, d.CommittedOffsets("b"))
+	require.Equal(t, []string{"b"}, d.Groups())
+}

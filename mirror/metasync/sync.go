@@ -108,6 +108,25 @@ type SyncConfig struct {
 	ConditionRecheck time.Duration
 	// Clock; nil = time.Now.
 	Clock func() time.Time
+	// Groups, when set, is what serves the destination's groups to clients
+	// (a dataplane.DataPlane): a group it reports active is not synced, and
+	// a group's offsets are committed only while it has no member. The
+	// Destination's own HasActiveMembers is asked too.
+	Groups GroupGuard
+}
+
+// GroupGuard is implemented by what holds the membership of the
+// destination's consumer groups (dataplane.DataPlane). The offset sync never
+// writes the offsets of a group that has members on the destination (any
+// state other than Empty and Dead): they are the members' own. It resumes
+// once the group empties.
+type GroupGuard interface {
+	// GroupActive reports whether group has members.
+	GroupActive(group string) bool
+	// CommitIfInactive runs commit unless group has members, keeping
+	// members from joining until commit returns; it reports whether commit
+	// ran, and its error.
+	CommitIfInactive(group string, commit func() error) (bool, error)
 }
 
 // Validate checks cfg; it never changes it (zero values stand for the defaults).
@@ -465,7 +484,7 @@ func (c *cycle) syncGroups(ctx context.Context) {
 		if !c.cfg.IncludesGroup(group) || shareGroups[group] {
 			continue
 		}
-		if g.HasActiveMembers(group) {
+		if g.HasActiveMembers(group) || (c.s.cfg.Groups != nil && c.s.cfg.Groups.GroupActive(group)) {
 			c.stats.GroupsSkipped++
 			c.log.Info("group offset sync skipped: the group has active members on the destination", "group", group)
 			continue
@@ -494,8 +513,19 @@ func (c *cycle) syncGroups(ctx context.Context) {
 		if len(commit) == 0 {
 			continue
 		}
-		if err := g.CommitOffsets(group, commit); err != nil {
+		ran, err := true, error(nil)
+		if c.s.cfg.Groups != nil {
+			ran, err = c.s.cfg.Groups.CommitIfInactive(group, func() error { return g.CommitOffsets(group, commit) })
+		} else {
+			err = g.CommitOffsets(group, commit)
+		}
+		if err != nil {
 			c.fail("group", "", group, err)
+			continue
+		}
+		if !ran {
+			c.stats.GroupsSkipped++
+			c.log.Info("group offset sync skipped: the group has active members on the destination", "group", group)
 			continue
 		}
 		c.stats.GroupsSynced++

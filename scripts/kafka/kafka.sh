@@ -4,8 +4,8 @@
 #
 # Subcommands:
 #   install                 resolve kafka_2.13, kafka-tools and a log4j2 backend with Maven into the
-#                           cache and write one classpath file, plus the tiered-storage test jar
-#                           (see KMIRROR_KAFKA_TIERED_STORAGE) in its own directory (idempotent).
+#                           cache and write one classpath file, and compile the remote storage
+#                           manager of KMIRROR_KAFKA_TIERED_STORAGE (idempotent).
 #   start                   (install if needed) format and start the clusters of
 #                           KMIRROR_KAFKA_CLUSTERS (default cluster A, 3 combined
 #                           broker+controller nodes, and cluster B, 1 node), wait until every
@@ -43,14 +43,10 @@
 #   KMIRROR_KAFKA_FORMAT_ARGS    extra arguments for the storage tool's format command
 #                                (e.g. "--feature eligible.leader.replicas.version=0").
 #   KMIRROR_KAFKA_TIERED_STORAGE 1: every node of this invocation runs with tiered storage
-#                                (remote.log.storage.system.enable=true) on Kafka's
-#                                LocalTieredStorage, a remote storage manager that keeps the
-#                                "remote" segments in <node>/remote-storage. That class ships only
-#                                in kafka-storage's test jar; install resolves it for the installed
-#                                version, or for KMIRROR_KAFKA_TIERED_FALLBACK (default 4.3.1) when
-#                                Maven Central does not serve that version's test jar (its
-#                                RemoteStorageManager interface is the same), and start adds it to
-#                                the classpath.
+#                                (remote.log.storage.system.enable=true) on
+#                                scripts/kafka/FileRemoteStorageManager.java, a remote storage
+#                                manager that keeps the "remote" segments in <node>/remote-storage
+#                                (install compiles it with javac; start adds it to the classpath).
 #   KMIRROR_KAFKA_C_AUTHORIZER   0: cluster C's node runs without its authorizer (default 1).
 #
 #   KMIRROR_KAFKA_SASL_USER      SCRAM-SHA-512 user of B's SASL_SSL listener (default kmirror).
@@ -106,7 +102,6 @@ CLASSPATH_FILE="$INSTALL_DIR/classpath"
 TIERED_DIR="$INSTALL_DIR/tiered"
 TIERED_CLASSPATH_FILE="$TIERED_DIR/classpath"
 TIERED="${KMIRROR_KAFKA_TIERED_STORAGE:-0}"
-TIERED_FALLBACK="${KMIRROR_KAFKA_TIERED_FALLBACK:-4.3.1}"
 C_AUTHORIZER="${KMIRROR_KAFKA_C_AUTHORIZER:-1}"
 CLASSES_FILE="$INSTALL_DIR/classes"
 PROBE="$WORKDIR/bin/kafkaprobe"
@@ -182,59 +177,31 @@ cmd_install() {
 	install_tiered
 }
 
-# install_tiered resolves kafka-storage's test jar (LocalTieredStorage, the file-system remote
-# storage manager Kafka's own tiered-storage tests use) into $TIERED_DIR, without dependencies:
-# every class it needs at run time is in the broker's classpath or in the jar itself.
+# install_tiered compiles FileRemoteStorageManager.java (beside this script) against the installed
+# jars into $TIERED_DIR/classes: the remote storage manager of KMIRROR_KAFKA_TIERED_STORAGE=1. Kafka's
+# own LocalTieredStorage is not used: it ships only in kafka-storage's test jar, which Maven Central
+# does not always serve and whose classes follow Kafka's internals from one version to the next.
 install_tiered() {
-	if [[ -s "$TIERED_CLASSPATH_FILE" ]] && classpath_ok "$TIERED_CLASSPATH_FILE"; then
+	local src="$SCRIPT_DIR/FileRemoteStorageManager.java" out="$TIERED_DIR/classes"
+	local class="$out/io/kmirror/kafkatest/FileRemoteStorageManager.class"
+	if [[ -s "$TIERED_CLASSPATH_FILE" && -f "$class" && "$class" -nt "$src" ]]; then
 		return 0
 	fi
-	command -v mvn >/dev/null || die "mvn not found (Maven required to fetch Kafka)"
-	local tmp="$TIERED_DIR.tmp.$$" v got=""
+	command -v javac >/dev/null || die "javac not found (a JDK is needed for the tiered-storage test broker)"
+	local tmp="$TIERED_DIR.tmp.$$"
 	rm -rf "$tmp"
-	mkdir -p "$tmp/lib"
-	for v in "$VERSION" "$TIERED_FALLBACK"; do
-		if mvn -B -q -Dmaven.repo.local="$CACHE/m2" dependency:copy \
-			-Dartifact="org.apache.kafka:kafka-storage:$v:jar:test" -DoutputDirectory="$tmp/lib" \
-			>"$tmp/mvn.log" 2>&1; then
-			got="$v"
-			break
-		fi
-		log "kafka-storage $v test jar not available; trying the next version"
-	done
-	if [[ -z "$got" ]]; then
-		tail -n 20 "$tmp/mvn.log" >&2 || true
+	mkdir -p "$tmp/classes"
+	if ! javac -nowarn -d "$tmp/classes" -cp "$(cat "$CLASSPATH_FILE")" "$src" >"$tmp/javac.log" 2>&1; then
+		cat "$tmp/javac.log" >&2
 		rm -rf "$tmp"
-		die "maven could not resolve kafka-storage's test jar ($VERSION or $TIERED_FALLBACK)"
+		die "could not compile $src"
 	fi
-	find_class "$tmp/lib" org/apache/kafka/server/log/remote/storage/LocalTieredStorage.class >/dev/null ||
-		die "kafka-storage $got test jar has no LocalTieredStorage"
 	rm -rf "$TIERED_DIR"
 	mkdir -p "$TIERED_DIR"
-	mv "$tmp/lib" "$TIERED_DIR/lib"
+	mv "$tmp/classes" "$out"
 	rm -rf "$tmp"
-	find "$TIERED_DIR/lib" -name '*.jar' | LC_ALL=C sort | paste -sd: - >"$TIERED_CLASSPATH_FILE.new"
-	mv "$TIERED_CLASSPATH_FILE.new" "$TIERED_CLASSPATH_FILE"
-	log "installed kafka-storage $got test jar (LocalTieredStorage) in $TIERED_DIR"
-}
-
-write_pom() {
-	cat <<EOF
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>io.kmirror.test</groupId>
-  <artifactId>kafka-runtime</artifactId>
-  <version>$VERSION</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$VERSION</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId><version>$SLF4J_VERSION</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>$LOG4J_VERSION</version></dependency>
-  </dependencies>
-</project>
-EOF
+	echo "$out" >"$TIERED_CLASSPATH_FILE"
+	log "compiled FileRemoteStorageManager (tiered storage of test brokers) into $out"
 }
 
 # find_class DIR ENTRY... prints the first class (dotted) whose entry some jar in DIR holds.
@@ -267,7 +234,7 @@ load_install() {
 	[[ -s "$CLASSPATH_FILE" && -s "$CLASSES_FILE" ]] || cmd_install
 	CP="$(cat "$CLASSPATH_FILE")"
 	if [[ "$TIERED" == 1 ]]; then
-		[[ -s "$TIERED_CLASSPATH_FILE" ]] || install_tiered
+		install_tiered
 		CP+=":$(cat "$TIERED_CLASSPATH_FILE")"
 	fi
 	# shellcheck disable=SC1090
@@ -330,16 +297,17 @@ $extra"
 	esac
 	if [[ "$TIERED" == 1 ]]; then
 		mkdir -p "$dir/remote-storage"
-		extra="# tiered storage on LocalTieredStorage (KMIRROR_KAFKA_TIERED_STORAGE=1)
+		extra="# tiered storage on FileRemoteStorageManager (KMIRROR_KAFKA_TIERED_STORAGE=1)
 remote.log.storage.system.enable=true
-remote.log.storage.manager.class.name=org.apache.kafka.server.log.remote.storage.LocalTieredStorage
+remote.log.storage.manager.class.name=io.kmirror.kafkatest.FileRemoteStorageManager
 rsm.config.dir=$dir/remote-storage
-rsm.config.delete.on.close=false
 remote.log.metadata.manager.listener.name=PLAINTEXT
 rlmm.config.remote.log.metadata.topic.replication.factor=$rf
 rlmm.config.remote.log.metadata.topic.num.partitions=1
 remote.log.manager.task.interval.ms=1000
 log.retention.check.interval.ms=1000
+# the first retention check (which deletes uploaded segments locally) 1 s after start, not 30 s
+log.initial.task.delay.ms=1000
 $extra"
 	fi
 	local listeners advertised protomap sasl=""
@@ -557,10 +525,32 @@ build_probe() {
 
 # wait_cluster CLUSTER [-coordinators]: wait until the cluster's metadata lists all its brokers
 # (and, with -coordinators, until it has created its offsets and transaction state topics).
+# A node whose JVM exits meanwhile (a bad configuration, a class not found) fails the wait at
+# once instead of after the timeout.
 wait_cluster() {
-	local c="$1" n
+	local c="$1" n probe rc=0 id dead=""
 	n=$(nodes_of "$c" | wc -w)
-	if ! "$PROBE" -brokers "$(bootstrap_of "$c")" -want "$n" -timeout "${START_TIMEOUT}s" ${2:+"$2"}; then
+	"$PROBE" -brokers "$(bootstrap_of "$c")" -want "$n" -timeout "${START_TIMEOUT}s" ${2:+"$2"} &
+	probe=$!
+	while kill -0 "$probe" 2>/dev/null; do
+		for id in $(nodes_of "$c"); do
+			if [[ -s "$(node_dir "$c" "$id")/pid" ]] && ! node_pid "$c" "$id" >/dev/null; then dead+=" $c$id"; fi
+		done
+		if [[ -n "$dead" ]]; then
+			kill "$probe" 2>/dev/null || true
+			break
+		fi
+		sleep 0.5
+	done
+	wait "$probe" || rc=$?
+	if [[ -n "$dead" ]]; then
+		log "node(s)$dead exited while cluster $c was starting; logs follow"
+		for id in $(nodes_of "$c"); do
+			dump_node_logs "$c" "$id" 40
+		done
+		return 1
+	fi
+	if [[ $rc != 0 ]]; then
 		log "cluster $c not ready after ${START_TIMEOUT}s; logs follow"
 		local id
 		for id in $(nodes_of "$c"); do

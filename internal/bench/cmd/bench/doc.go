@@ -8,5 +8,11 @@
 //	bash scripts/kafka/kafka.sh start && source /tmp/kmirror-kafka/env
 //	go run ./internal/bench/cmd/bench
 //
+// With -scale it runs the scale benchmark instead (no Kafka needed): two
+// kmirrord processes on loopback, one mirroring 1,000 to 100,000 partitions
+// from the other (docs/bench/scale.json, docs/bench/scale.png):
+//
+//	go run ./internal/bench/cmd/bench -scale -cpuprofile-dir docs/bench/scale-profiles
+//
 // See docs/BENCHMARKS.md for the method.
 package main

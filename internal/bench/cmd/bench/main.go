@@ -67,6 +67,16 @@ func run() (code int) {
 	latJSON := fs.String("latency-json", "docs/bench/latency.json", "latency: results JSON file (empty: none)")
 	latChart := fs.String("latency-chart", "docs/bench/latency.png", "latency: PNG chart (empty: none)")
 	appenders := fs.Int("kmirror-appenders", 0, "latency: fetcher Appenders of kmirror (0: GOMAXPROCS)")
+	scale := fs.Bool("scale", false, "run the scale benchmark (a kmirrord site mirroring many partitions from another) instead")
+	scaleParts := fs.String("scale-partitions", "1000,10000,100000", "scale: partition counts measured, comma-separated")
+	scaleTopicParts := fs.Int("scale-topic-partitions", 500, "scale: partitions per source topic")
+	scaleMiB := fs.Int("scale-throughput-mb", 256, "scale: MiB of values copied through 6 and through 1,000 partitions (negative: skip)")
+	scaleIdle := fs.Duration("scale-idle", 20*time.Second, "scale: window of the idle CPU measurement")
+	scaleJSON := fs.String("scale-json", "docs/bench/scale.json", "scale: results JSON file (empty: none)")
+	scaleChart := fs.String("scale-chart", "docs/bench/scale.png", "scale: PNG chart (empty: none)")
+	scaleBin := fs.String("kmirrord", "", "scale: kmirrord binary (default: go build ./examples/kmirrord into the work dir)")
+	scalePhase := fs.Duration("scale-phase-timeout", 15*time.Minute, "scale: time limit of each measured phase")
+	scaleDest := fs.String("scale-destination", "", "scale: how the destination stores partitions, recorded in the report")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -96,6 +106,21 @@ func run() (code int) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *scale {
+		var parts []int
+		for _, f := range splitList(*scaleParts) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "bench: -scale-partitions: %q is not a positive count\n", f)
+				return 2
+			}
+			parts = append(parts, n)
+		}
+		sc := bench.ScaleConfig{Kmirrord: *scaleBin, Partitions: parts, TopicPartitions: *scaleTopicParts, ThroughputMiB: *scaleMiB,
+			IdleWindow: *scaleIdle, PhaseTimeout: *scalePhase, WorkDir: *workDir, ProfileDir: *profile, Destination: *scaleDest,
+			ResultsJSON: *scaleJSON, Markdown: *md, Chart: *scaleChart, Command: cfg.Command, Log: cfg.Log}
+		return runScale(ctx, sc, *render)
+	}
 	if *latency {
 		lc := bench.LatencyConfig{SourceBrokers: cfg.SourceBrokers, DestBrokers: cfg.DestBrokers,
 			RecordBytes: *recordBytes, Partitions: int32(*partitions), Warmup: *warmup, Measure: *measure,
@@ -187,6 +212,36 @@ func runLatency(ctx context.Context, lc bench.LatencyConfig, rates, contenders, 
 	}
 	fmt.Print(bench.LatencyMarkdownSection(rep))
 	for _, r := range rep.Results {
+		if r.Error != "" {
+			return 1
+		}
+	}
+	return 0
+}
+
+// runScale runs (or, with render, re-renders) the scale benchmark.
+func runScale(ctx context.Context, sc bench.ScaleConfig, render string) int {
+	if render != "" {
+		data, err := os.ReadFile(render)
+		if err == nil {
+			var rep bench.ScaleReport
+			if err = json.Unmarshal(data, &rep); err == nil {
+				err = bench.RenderScale(sc, &rep)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: render:", err)
+			return 1
+		}
+		return 0
+	}
+	rep, err := bench.RunScale(ctx, sc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Print(bench.ScaleMarkdownSection(rep))
+	for _, r := range rep.Runs {
 		if r.Error != "" {
 			return 1
 		}

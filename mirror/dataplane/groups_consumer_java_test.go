@@ -1,0 +1,168 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kmirror/kmirror/mirror"
+)
+
+// kafkaJava returns the java binary and the classpath of the Kafka jars the
+// harness installs (scripts/kafka/kafka.sh install); it skips without them,
+// and fails with KMIRROR_REQUIRE_KAFKA=1.
+func kafkaJava(t *testing.T) (bin, classpath string) {
+	t.Helper()
+	skip := func(why string) {
+		if os.Getenv("KMIRROR_REQUIRE_KAFKA") == "1" {
+			t.Fatalf("%s (KMIRROR_REQUIRE_KAFKA=1): run scripts/kafka/kafka.sh install", why)
+		}
+		t.Skip(why + ": run scripts/kafka/kafka.sh install")
+	}
+	cp := strings.TrimSpace(os.Getenv("KMIRROR_KAFKA_CLASSPATH"))
+	if cp == "" {
+		cache := os.Getenv("KMIRROR_KAFKA_CACHE")
+		if cache == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				skip("no home directory for the Kafka cache")
+			}
+			cache = filepath.Join(home, ".cache", "kmirror", "kafka")
+		}
+		version := os.Getenv("KMIRROR_KAFKA_VERSION")
+		if version == "" {
+			version = "4.4.0"
+		}
+		b, err := os.ReadFile(filepath.Join(cache, version, "classpath"))
+		if err != nil {
+			skip("Kafka jars not installed")
+		}
+		cp = strings.TrimSpace(string(b))
+	}
+	bin, err := exec.LookPath("java")
+	if err != nil {
+		skip("java not found")
+	}
+	return bin, cp
+}
+
+// javaConsumer is one kafka-console-consumer in group "group" with the
+// KIP-848 consumer protocol, printing "partition value" lines.
+type javaConsumer struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	errb bytes.Buffer
+	done chan error
+}
+
+func startJavaConsumer(t *testing.T, s *site, topic, group string, args ...string) *javaConsumer {
+	t.Helper()
+	bin, cp := kafkaJava(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	all := append([]string{"-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", cp, "org.apache.kafka.tools.consumer.ConsoleConsumer",
+		"--bootstrap-server", s.addr, "--topic", topic, "--group", group, "--from-beginning",
+		"--consumer-property", "group.protocol=consumer",
+		"--formatter-property", "print.partition=true", "--formatter-property", "print.value=true"}, args...)
+	jc := &javaConsumer{cmd: exec.CommandContext(ctx, bin, all...), done: make(chan error, 1)}
+	jc.cmd.Stdout, jc.cmd.Stderr = &jc.out, &jc.errb
+	require.NoError(t, jc.cmd.Start())
+	go func() { jc.done <- jc.cmd.Wait() }()
+	t.Cleanup(func() {
+		if jc.cmd.ProcessState == nil {
+			_ = jc.cmd.Process.Kill()
+		}
+	})
+	return jc
+}
+
+// wait waits for the consumer to exit and returns its records by partition.
+func (jc *javaConsumer) wait(t *testing.T) map[int32][]string {
+	t.Helper()
+	err := <-jc.done
+	require.NoError(t, err, "stdout %s\nstderr %s", jc.out.String(), jc.errb.String())
+	got := map[int32][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(jc.out.String()), "\n") {
+		var p int32
+		var v string
+		if _, err := fmt.Sscanf(line, "Partition:%d\t%s", &p, &v); err == nil {
+			got[p] = append(got[p], v)
+		}
+	}
+	return got
+}
+
+func flatten(m map[int32][]string) []string {
+	var out []string
+	for _, vs := range m {
+		out = append(out, vs...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestConsumerGroupJavaConsole: Kafka's kafka-console-consumer with
+// group.protocol=consumer consumes a site's topic as a member of a KIP-848
+// group, commits at its member epoch, and a restarted consumer resumes from
+// the committed offsets; two console consumers split the partitions.
+func TestConsumerGroupJavaConsole(t *testing.T) {
+	kafkaJava(t)
+	s := startSite(t, consumerSiteConfig())
+	const parts = 2
+	s.topic(t, "j", parts)
+	produceN(t, s, "j", "r1", parts, 5)
+
+	first := startJavaConsumer(t, s, "j", "jg", "--max-messages", "10", "--timeout-ms", "30000").wait(t)
+	require.Len(t, flatten(first), 10, "%v", first)
+	for p := int32(0); p < parts; p++ {
+		require.Equal(t, int64(5), s.dst.CommittedOffsets("jg")[mirror.TopicPartition{Topic: "j", Partition: p}],
+			"committed offsets %v", s.dst.CommittedOffsets("jg"))
+	}
+	require.Eventually(t, func() bool { return !s.dp.GroupActive("jg") }, 10*time.Second, 10*time.Millisecond, "the consumer left")
+
+	// Restarted, it resumes after what it committed.
+	produceN(t, s, "j", "r2", parts, 3)
+	second := startJavaConsumer(t, s, "j", "jg", "--max-messages", "6", "--timeout-ms", "30000").wait(t)
+	got := flatten(second)
+	require.Len(t, got, 6, "%v", second)
+	for _, v := range got {
+		require.True(t, strings.HasPrefix(v, "r2-"), "re-read %q after the restart: %v", v, got)
+	}
+
+	// Two consumers of a new group split the partitions of an empty topic:
+	// once each holds one, the records produced reach each consumer from its
+	// partition only.
+	s.topic(t, "s", parts)
+	a := startJavaConsumer(t, s, "s", "split", "--timeout-ms", "20000")
+	b := startJavaConsumer(t, s, "s", "split", "--timeout-ms", "20000")
+	require.Eventually(t, func() bool {
+		d := consumerDescribe(t, s, "split")
+		if d.ErrorCode != 0 || d.State != "Stable" || len(d.Members) != 2 {
+			return false
+		}
+		for _, m := range d.Members {
+			if len(m.Assignment.TopicPartitions) != 1 || len(m.Assignment.TopicPartitions[0].Partitions) != 1 {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 50*time.Millisecond, "two members with one partition each")
+	produceN(t, s, "s", "r3", parts, 5)
+	ga, gb := a.wait(t), b.wait(t)
+	require.Len(t, ga, 1, "a read %v", ga)
+	require.Len(t, gb, 1, "b read %v", gb)
+	for p := range ga {
+		_, shared := gb[p]
+		require.False(t, shared, "both consumers read partition %d", p)
+	}
+	require.Len(t, append(flatten(ga), flatten(gb)...), 10)
+}
