@@ -23,7 +23,11 @@
 // per source leader. Remove returns once the loop no longer writes the
 // partition, and Close waits for every goroutine. Sources are safe for
 // concurrent use; KafkaSource sends each fetch to the partitions' leaders in
-// parallel, one request in flight per broker.
+// parallel, one request in flight per broker. A Fetcher's fetches run in
+// incremental fetch sessions (KIP-227), one per source broker (FetchSessions,
+// kafkasource_session.go): once a session is open, a fetch names only the
+// partitions whose position moved, so an idle mirror costs its source little
+// whatever its partition count.
 //
 // Truncate keeps a batch that contains the truncation offset whole (the log
 // never holds half a batch); the fetch loop truncates at batch boundaries, where

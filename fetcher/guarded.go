@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/kmirror/kmirror/epoch"
 )
@@ -11,8 +12,39 @@ import (
 // methods answered from it alone. Both logs embed it; mu also guards their own
 // fields.
 type guarded struct {
-	mu sync.RWMutex
+	mu changeMutex
 	st logState
+}
+
+// changeMutex is the logs' RWMutex: every write unlock (the end of anything
+// that may have changed a log) advances logChanges, before the lock is
+// released.
+type changeMutex struct{ sync.RWMutex }
+
+// Unlock implements sync.Locker.
+func (m *changeMutex) Unlock() {
+	logChanges.Add(1)
+	m.RWMutex.Unlock()
+}
+
+var logChanges atomic.Uint64
+
+// LogChanges returns a number that moves whenever a MemoryLog or a FileLog of
+// this process may have changed (each write-locked section advances it): a
+// reader that takes it before reading logs and finds it unchanged later knows
+// that none of those logs changed meanwhile, without asking each (a Fetch
+// long-polling many idle partitions). It says nothing of other Log
+// implementations; see TracksChanges.
+func LogChanges() uint64 { return logChanges.Load() }
+
+// TracksChanges reports whether l's changes move LogChanges (a MemoryLog or a
+// FileLog).
+func TracksChanges(l Log) bool {
+	switch l.(type) {
+	case *MemoryLog, *FileLog:
+		return true
+	}
+	return false
 }
 
 // LogStartOffset implements Log.

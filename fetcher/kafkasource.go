@@ -38,6 +38,10 @@ type KafkaSourceConfig struct {
 	// MetadataMinAge coalesces metadata refreshes of one topic: a refresh asked
 	// for within this time of the previous one reuses it. Default 100 ms.
 	MetadataMinAge time.Duration
+	// DisableFetchSessions makes every Fetch a sessionless full one
+	// (SessionEpoch -1), even under WithFetchSessions: for sources whose
+	// sessions misbehave, and to measure what sessions save.
+	DisableFetchSessions bool
 }
 
 // Validate checks the configuration.
@@ -67,8 +71,11 @@ const (
 // through a kgo client to each partition's leader: Fetch (v12+, with
 // LastFetchedEpoch and CurrentLeaderEpoch, record batches kept as raw bytes),
 // OffsetForLeaderEpoch (v4) and ListOffsets, with leaders and leader epochs
-// from Metadata requests. At most one Fetch is in flight per source broker. It
-// is safe for concurrent use.
+// from Metadata requests. At most one Fetch is in flight per source broker.
+// A Fetch whose context carries FetchSessions (a Fetcher's own) runs in an
+// incremental fetch session with each broker (KIP-227,
+// kafkasource_session.go); others are sessionless. It is safe for concurrent
+// use.
 type KafkaSource struct {
 	cl  *kgo.Client
 	cfg KafkaSourceConfig

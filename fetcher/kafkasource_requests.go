@@ -40,9 +40,13 @@ func (s *KafkaSource) fetchFrom(ctx context.Context, leader int32, parts []Fetch
 		fillFetch(nil, ctx.Err(), nil, nil, idx, out)
 		return
 	}
+	defer func() { <-slot }()
+	if fs := sessionFor(ctx, leader); fs != nil && !s.cfg.DisableFetchSessions {
+		s.fetchInSession(ctx, leader, fs, parts, infos, idx, out)
+		return
+	}
 	req, where, byID := s.fetchRequest(parts, infos, idx)
 	resp, err := s.cl.Broker(int(leader)).Request(ctx, req)
-	<-slot
 	fillFetch(resp, err, where, byID, idx, out)
 }
 
@@ -71,13 +75,7 @@ func fillFetch(resp kmsg.Response, err error, where map[TopicPartition]int, byID
 				continue
 			}
 			answered[i] = true
-			r := &out[i]
-			r.ErrorCode = rp.ErrorCode
-			r.HighWatermark, r.LastStableOffset, r.LogStartOffset = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
-			if rp.DivergingEpoch.Epoch >= 0 {
-				r.DivergingEpoch = &epoch.Divergence{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}
-			}
-			r.Records = rp.RecordBatches
+			fillPartition(&out[i], &rp)
 		}
 	}
 	for _, i := range idx {
@@ -87,43 +85,64 @@ func fillFetch(resp kmsg.Response, err error, where map[TopicPartition]int, byID
 	}
 }
 
+// fillPartition sets r from one partition of a Fetch answer.
+func fillPartition(r *FetchResult, rp *kmsg.FetchResponseTopicPartition) {
+	r.ErrorCode = rp.ErrorCode
+	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset
+	if rp.DivergingEpoch.Epoch >= 0 {
+		r.DivergingEpoch = &epoch.Divergence{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}
+	}
+	r.Records = rp.RecordBatches
+}
+
 // fetchRequest is the full Fetch (no session) of parts[idx], with the index of
 // each partition and the topic name of each topic ID (v13+ answers by ID).
 func (s *KafkaSource) fetchRequest(parts []FetchPartition, infos []PartitionInfo, idx []int) (*kmsg.FetchRequest, map[TopicPartition]int, map[records.UUID]string) {
+	req := s.newFetchRequest()
+	req.SessionID = sessionlessID
+	req.SessionEpoch = sessionFinalEpoch // full fetch, no session
+	where := make(map[TopicPartition]int, len(idx))
+	byID := make(map[records.UUID]string)
+	ti := make(map[string]int)
+	for _, i := range idx {
+		p := parts[i]
+		if p.TopicID == (records.UUID{}) {
+			p.TopicID = infos[i].TopicID
+		}
+		byID[p.TopicID] = p.Topic
+		addFetchPartition(req, ti, p)
+		where[TopicPartition{p.Topic, p.Partition}] = i
+	}
+	return req, where, byID
+}
+
+// newFetchRequest is a Fetch with the source's settings and no partitions.
+func (s *KafkaSource) newFetchRequest() *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(s.cfg.MaxWait / time.Millisecond)
 	req.MinBytes = s.cfg.MinBytes
 	req.MaxBytes = s.cfg.MaxBytes
 	req.IsolationLevel = s.cfg.IsolationLevel
-	req.SessionID = 0
-	req.SessionEpoch = -1 // full fetch, no session
-	where := make(map[TopicPartition]int, len(idx))
-	byID := make(map[records.UUID]string)
-	ti := make(map[string]int)
-	for _, i := range idx {
-		p := parts[i]
-		id := p.TopicID
-		if id == (records.UUID{}) {
-			id = infos[i].TopicID
-		}
-		byID[id] = p.Topic
-		j := topicIndex(ti, &req.Topics, p.Topic, func() kmsg.FetchRequestTopic {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = p.Topic, id
-			return rt
-		})
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.Partition
-		rp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
-		rp.FetchOffset = p.FetchOffset
-		rp.LastFetchedEpoch = p.LastFetchedEpoch
-		rp.LogStartOffset = -1
-		rp.PartitionMaxBytes = p.MaxBytes
-		req.Topics[j].Partitions = append(req.Topics[j].Partitions, rp)
-		where[TopicPartition{p.Topic, p.Partition}] = i
-	}
-	return req, where, byID
+	return req
+}
+
+// addFetchPartition appends p (its TopicID resolved) to req, under its
+// topic's entry (ti remembers their indexes).
+func addFetchPartition(req *kmsg.FetchRequest, ti map[string]int, p FetchPartition) {
+	j := topicIndex(ti, &req.Topics, p.Topic, func() kmsg.FetchRequestTopic {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = p.Topic, p.TopicID
+		return rt
+	})
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = p.Partition
+	rp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
+	rp.FetchOffset = p.FetchOffset
+	rp.LastFetchedEpoch = p.LastFetchedEpoch
+	rp.LogStartOffset = -1
+	rp.PartitionMaxBytes = p.MaxBytes
+	req.Topics[j].Partitions = append(req.Topics[j].Partitions, rp)
 }
 
 // partQuery is one partition of an OffsetForLeaderEpoch or a ListOffsets

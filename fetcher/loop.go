@@ -53,6 +53,9 @@ type Fetcher struct {
 	probe  bool
 	cancel context.CancelFunc
 	done   chan struct{}
+	// sessions are the loop's incremental fetch sessions, one per source
+	// broker (KIP-227), put in the context of each of its fetches.
+	sessions FetchSessions
 
 	mu      sync.Mutex // guards the fields below
 	ops     []op
@@ -184,8 +187,16 @@ func (f *Fetcher) Close() error {
 	f.mu.Unlock()
 	f.cancel()
 	<-f.done
+	if c, ok := f.src.(FetchSessionCloser); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), sessionCloseTimeout)
+		c.CloseFetchSessions(ctx, &f.sessions)
+		cancel()
+	}
 	return nil
 }
+
+// sessionCloseTimeout bounds Close's goodbye to the source's fetch sessions.
+const sessionCloseTimeout = 2 * time.Second
 
 func (f *Fetcher) run(ctx context.Context) {
 	defer close(f.done)

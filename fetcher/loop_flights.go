@@ -114,7 +114,7 @@ func (f *Fetcher) fly(ctx context.Context, arrived chan<- *flight, fl *flight) {
 	for fl != nil {
 		sent := time.Now()
 		fctx, cancel := f.requestContext(ctx)
-		fl.res, fl.err = f.src.Fetch(fctx, fl.reqs)
+		fl.res, fl.err = f.src.Fetch(WithFetchSessions(fctx, &f.sessions), fl.reqs)
 		cancel()
 		fl.latency = time.Since(sent)
 		if fl.err == nil && ctx.Err() == nil && fl.mayChain.Load() && len(fl.res) == len(fl.reqs) {

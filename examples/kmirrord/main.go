@@ -62,6 +62,8 @@ type options struct {
 	initialRebalanceDelay time.Duration
 	// groupRejoinGrace is the data plane's GroupRejoinGrace (negative: none).
 	groupRejoinGrace time.Duration
+	// fetchSessionSlots is -fetch-session-cache-slots.
+	fetchSessionSlots int
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -113,6 +115,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return exitOK
 }
 
+// sessionSlots is the data plane's FetchSessionCacheSlots for the flag's n
+// (0: off).
+func sessionSlots(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 // parseFlags parses and checks the command line. Its error is flag.ErrHelp,
 // a *usageError to print, or a flag package error the flag package has
 // already printed with the usage.
@@ -140,6 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
+	fs.IntVar(&o.fetchSessionSlots, "fetch-session-cache-slots", dataplane.DefaultFetchSessionCacheSlots,
+		"incremental fetch sessions (KIP-227) the data plane holds at once, as Kafka's max.incremental.fetch.session.cache.slots (`n`, 0: sessions off)")
 	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "authorize every request (the mirror RPCs and the data plane) with the site's ACLs: its own (CreateAcls) and those its mirrors synced (principals: see -sasl-mechanisms, -tls-client-ca)")
 	superUsers := fs.String("super-users", "", "`principals` allowed everything with -enforce-acls, separated by ';' as Kafka's super.users or by ',' (User:admin;User:CN=ops,O=acme)")
 	o.security.register(fs)
@@ -200,6 +213,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return nil, usagef("-log-format must be text or json, got %q", o.logFormat)
+	}
+	if o.fetchSessionSlots < 0 {
+		return nil, usagef("-fetch-session-cache-slots: %d is negative", o.fetchSessionSlots)
 	}
 	if o.listen == "" {
 		return nil, usagef("-listen is required")
@@ -359,7 +375,8 @@ func (d *daemon) listen(o *options) error {
 	}
 	dp, err := dataplane.New(dataplane.Config{Destination: d.dest, AdvertisedHost: host, AdvertisedPort: int32(port),
 		EnforceACLs: o.enforceACLs, ACLPolicy: dataplane.ACLPolicy{SuperUsers: o.superUsers},
-		InitialRebalanceDelay: o.initialRebalanceDelay, GroupRejoinGrace: o.groupRejoinGrace})
+		InitialRebalanceDelay: o.initialRebalanceDelay, GroupRejoinGrace: o.groupRejoinGrace,
+		FetchSessionCacheSlots: sessionSlots(o.fetchSessionSlots)})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("kmirrord: data plane: %w", err)

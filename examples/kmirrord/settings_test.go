@@ -64,3 +64,20 @@ func TestGroupRejoinGraceFlag(t *testing.T) {
 	code, out := runOnce(append(base, "-group.rejoin.grace.ms", "-1")...)
 	require.Equal(t, exitUsage, code, out)
 }
+
+// -fetch-session-cache-slots sizes the data plane's session cache; 0 turns
+// sessions off, a negative count is refused.
+func TestFetchSessionSlotsFlag(t *testing.T) {
+	base := []string{"-listen", "127.0.0.1:0", "-data", t.TempDir()}
+	o, err := parseFlags(base, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 1000, sessionSlots(o.fetchSessionSlots))
+	o, err = parseFlags(append(base, "-fetch-session-cache-slots", "7"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 7, sessionSlots(o.fetchSessionSlots))
+	o, err = parseFlags(append(base, "-fetch-session-cache-slots", "0"), io.Discard)
+	require.NoError(t, err)
+	require.Negative(t, sessionSlots(o.fetchSessionSlots), "off")
+	_, err = parseFlags(append(base, "-fetch-session-cache-slots", "-1"), io.Discard)
+	require.Error(t, err)
+}

@@ -51,22 +51,19 @@ func authzProduce(_ *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Res
 // without long-polling (Kafka answers at once when a partition has an
 // error). A topic id this site does not know is left to the handler
 // (UNKNOWN_TOPIC_ID).
+//
+// An incremental fetch (SessionEpoch > 0) goes to the handler whole: it
+// reads every partition of the session, named or not, and denies each topic
+// of it by the same rule (incremental.plan).
 func authzFetch(dp *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Response, error) {
 	r := req.(*kmsg.FetchRequest)
-	replica := r.ReplicaID
-	if r.Version >= 15 {
-		replica = r.ReplicaState.ID
+	if r.Version >= 7 && r.SessionEpoch > 0 {
+		return next(r)
 	}
-	clusterOK := replica >= 0 && z.allowed(OpClusterAction, ResourceCluster, ClusterName)
+	allowed := fetchRule(dp, z, r)
 	var kept, denied []kmsg.FetchRequestTopic
 	for _, rt := range r.Topics {
-		name, known := rt.Topic, true
-		if r.Version >= 13 {
-			spec, ok := dp.topicByID(rt.TopicID)
-			name, known = spec.Name, ok
-		}
-		ok := !known || clusterOK || (replica < 0 && z.allowed(OpRead, ResourceTopic, name))
-		if ok {
+		if allowed(rt) {
 			kept = append(kept, rt)
 		} else {
 			denied = append(denied, rt)
@@ -96,6 +93,20 @@ func authzFetch(dp *DataPlane, z *authz, req kmsg.Request, next next) (kmsg.Resp
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp, nil
+}
+
+// fetchRule is authzFetch's rule for one topic of Fetch r.
+func fetchRule(dp *DataPlane, z *authz, r *kmsg.FetchRequest) func(kmsg.FetchRequestTopic) bool {
+	replica := fetchReplica(r)
+	clusterOK := replica >= 0 && z.allowed(OpClusterAction, ResourceCluster, ClusterName)
+	return func(rt kmsg.FetchRequestTopic) bool {
+		name, known := rt.Topic, true
+		if r.Version >= 13 {
+			spec, ok := dp.topicByID(rt.TopicID)
+			name, known = spec.Name, ok
+		}
+		return !known || clusterOK || (replica < 0 && z.allowed(OpRead, ResourceTopic, name))
+	}
 }
 
 // authzListOffsets: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED.

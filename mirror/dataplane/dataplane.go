@@ -175,6 +175,19 @@ type Config struct {
 	// creating one more is answered COORDINATOR_NOT_AVAILABLE. 0 means
 	// DefaultMaxConsumerGroups.
 	MaxConsumerGroups int
+	// FetchSessionCacheSlots bounds the incremental fetch sessions
+	// (KIP-227) held at once, Kafka's
+	// max.incremental.fetch.session.cache.slots; 0 means
+	// DefaultFetchSessionCacheSlots, negative turns sessions off (every
+	// full fetch is answered with SessionID 0). See fetchsession.go.
+	FetchSessionCacheSlots int
+	// FetchSessionMaxPartitions bounds the partitions of one session; 0
+	// means DefaultFetchSessionMaxPartitions. A fetch needing more is
+	// served without a session.
+	FetchSessionMaxPartitions int
+	// FetchSessionCachePartitions bounds the partitions of all sessions; 0
+	// means DefaultFetchSessionCachePartitions.
+	FetchSessionCachePartitions int
 }
 
 // DataPlane serves a Destination over the Kafka protocol; see the package
@@ -184,6 +197,8 @@ type DataPlane struct {
 	dst    mirror.Destination
 	writer Writer
 	pids   *pidAllocator
+
+	sessions *fetchSessions
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced on every append through Produce
@@ -212,6 +227,8 @@ func New(cfg Config) (*DataPlane, error) {
 		return nil, fmt.Errorf("%w: nil Destination", ErrConfig)
 	case cfg.AdvertisedHost == "" || cfg.AdvertisedPort <= 0:
 		return nil, fmt.Errorf("%w: advertised address %q:%d", ErrConfig, cfg.AdvertisedHost, cfg.AdvertisedPort)
+	case cfg.FetchSessionMaxPartitions < 0 || cfg.FetchSessionCachePartitions < 0:
+		return nil, fmt.Errorf("%w: negative fetch session bound", ErrConfig)
 	case cfg.MaxMessageBytes < 0 || cfg.FetchMaxBytes < 0 || cfg.PollInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultPartitions < 0,
 		cfg.MaxTransactionTimeout < 0 || cfg.TransactionCheckInterval < 0 || cfg.OrphanTransactionTimeout < 0,
 		cfg.MinSessionTimeout < 0 || cfg.MaxSessionTimeout < 0 || cfg.MaxGroupSize < 0 || cfg.MaxGroups < 0 || cfg.MaxHeldGroupRequests < 0,
@@ -247,6 +264,15 @@ func New(cfg Config) (*DataPlane, error) {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = DefaultMaxWait
 	}
+	if cfg.FetchSessionCacheSlots == 0 {
+		cfg.FetchSessionCacheSlots = DefaultFetchSessionCacheSlots
+	}
+	if cfg.FetchSessionMaxPartitions == 0 {
+		cfg.FetchSessionMaxPartitions = DefaultFetchSessionMaxPartitions
+	}
+	if cfg.FetchSessionCachePartitions == 0 {
+		cfg.FetchSessionCachePartitions = DefaultFetchSessionCachePartitions
+	}
 	if cfg.DefaultPartitions == 0 {
 		cfg.DefaultPartitions = 1
 	}
@@ -275,7 +301,7 @@ func New(cfg Config) (*DataPlane, error) {
 	}
 	cfg.MaxConsumerGroupSize = orDefaultInt(cfg.MaxConsumerGroupSize, DefaultMaxConsumerGroupSize)
 	cfg.MaxConsumerGroups = orDefaultInt(cfg.MaxConsumerGroups, DefaultMaxConsumerGroups)
-	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
+	dp := &DataPlane{cfg: cfg, dst: cfg.Destination, sessions: newFetchSessions(cfg.FetchSessionCacheSlots, cfg.FetchSessionMaxPartitions, cfg.FetchSessionCachePartitions), writer: w, pids: &pidAllocator{src: cfg.ProducerIDs}, wake: make(chan struct{}), aclStore: acls,
 		parts: map[mirror.TopicPartition]*partProducers{}, coord: newCoordinator(), groupReg: newGroupRegistry(), started: time.Now(),
 		orphans: map[orphanKey]time.Time{}, closing: make(chan struct{}), checkDone: make(chan struct{})}
 	dp.classic = newClassicGroups(classicConfig{initialDelay: cfg.InitialRebalanceDelay, minSession: cfg.MinSessionTimeout,

@@ -12,8 +12,9 @@
 //   - Fetch (v4-v16): a partition leader's rules from fetcher.LocalSource
 //     (CurrentLeaderEpoch fencing, DivergingEpoch, OFFSET_OUT_OF_RANGE, HW /
 //     LSO bounds), read_committed with the AbortedTransactions list, byte
-//     limits, and MaxWait long-polls woken by appends (fetch sessions are
-//     answered as "no session");
+//     limits, MaxWait long-polls woken by appends, and incremental fetch
+//     sessions (KIP-227) from a bounded cache (Config.FetchSessionCacheSlots,
+//     FetchSessionMaxPartitions; fetchsession.go);
 //   - ListOffsets (earliest, latest, by timestamp with a header scan) and
 //     OffsetForLeaderEpoch;
 //   - Produce (acks 0, 1, all) through a Writer, which refuses read-only

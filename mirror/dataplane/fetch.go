@@ -26,10 +26,47 @@ func (dp *DataPlane) fetchWith(ctx context.Context, r *kmsg.FetchRequest, rb *re
 	if r.Version >= 4 && r.IsolationLevel != fetcher.ReadUncommitted && r.IsolationLevel != fetcher.ReadCommitted {
 		return nil, fmt.Errorf("dataplane: fetch isolation level %d", r.IsolationLevel)
 	}
-	if r.Version >= 7 && (r.SessionID != 0 || r.SessionEpoch > 0) {
-		// Sessions are not kept: every fetch is a full one (SessionID 0).
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = codeFetchSessionIDNotFound
+	askSession := false
+	var inc *incremental
+	if r.Version >= 7 {
+		switch r.SessionEpoch {
+		case sessionFinal, sessionInitial:
+			if r.SessionID != 0 {
+				dp.sessions.remove(r.SessionID) // closed by a full fetch
+			}
+			askSession = r.SessionEpoch == sessionInitial
+		default:
+			var code int16
+			if inc, code = dp.sessions.begin(ctx, r); code != 0 {
+				resp := r.ResponseKind().(*kmsg.FetchResponse)
+				resp.ErrorCode = code
+				return resp, nil
+			}
+			if inc != nil {
+				defer inc.done()
+			}
+		}
+	}
+	// read reads what the fetch needs now: every partition of r, or those
+	// of the session that may answer something new.
+	read := func() (*kmsg.FetchResponse, int, bool, *logWatch) {
+		if inc == nil {
+			seen := newLogWatch()
+			resp, ready, immediate := dp.readFetch(ctx, r, r.Topics, nil, rb, seen)
+			return resp, ready, immediate, seen
+		}
+		seen := inc.plan(ctx, dp, r)
+		resp, ready, immediate := dp.readFetch(ctx, r, inc.topics, inc.denied, rb, seen)
+		return resp, ready, immediate, seen
+	}
+	finish := func(resp *kmsg.FetchResponse, seen *logWatch) (kmsg.Response, error) {
+		switch {
+		case inc != nil:
+			inc.filter(r.Version, resp, seen)
+			resp.SessionID = inc.s.id
+		case askSession:
+			resp.SessionID = dp.sessions.create(r, fetchReplica(r) >= 0, resp)
+		}
 		return resp, nil
 	}
 	wait := min(time.Duration(max(r.MaxWaitMillis, 0))*time.Millisecond, dp.cfg.MaxWait)
@@ -38,26 +75,105 @@ func (dp *DataPlane) fetchWith(ctx context.Context, r *kmsg.FetchRequest, rb *re
 	var poll *time.Ticker
 	for {
 		woken := dp.waitChan() // before reading, so an append during the read wakes us
-		resp, ready, immediate := dp.readFetch(ctx, r, rb)
+		resp, ready, immediate, seen := read()
 		if immediate || ready >= int(r.MinBytes) || wait <= 0 {
-			return resp, nil
+			return finish(resp, seen)
 		}
 		if poll == nil {
 			poll = time.NewTicker(dp.cfg.PollInterval)
 			defer poll.Stop()
 		}
-		select {
-		case <-ctx.Done():
-			return resp, nil
-		case <-deadline.C:
-			rb.recycle() // resp is replaced, never sent
-			resp, _, _ = dp.readFetch(ctx, r, rb)
-			return resp, nil
-		case <-woken:
-		case <-poll.C:
+		// Wait for a change to a log read (each poll compares the offsets
+		// the read saw, far cheaper than reading again), an append through
+		// Produce, MaxWait or the end of ctx.
+		changed := false
+		for !changed {
+			select {
+			case <-ctx.Done():
+				return finish(resp, seen)
+			case <-deadline.C:
+				if !seen.changed() {
+					return finish(resp, seen)
+				}
+				rb.recycle() // resp is replaced, never sent
+				resp, _, _, seen = read()
+				return finish(resp, seen)
+			case <-woken:
+				changed = true
+			case <-poll.C:
+				changed = seen.changed()
+			}
 		}
 		rb.recycle() // the next read replaces resp, never sent
 	}
+}
+
+// fetchReplica is the replica id of a Fetch (-1 for a consumer).
+func fetchReplica(r *kmsg.FetchRequest) int32 {
+	if r.Version >= 15 {
+		return r.ReplicaState.ID
+	}
+	return r.ReplicaID
+}
+
+// logWatch holds what a read saw of each log it read, to tell whether
+// reading again could answer differently.
+type logWatch struct {
+	// gen is fetcher.LogChanges before the read; tracked is set while every
+	// log read moves it (fetcher.TracksChanges).
+	gen     uint64
+	tracked bool
+	logs    []watchedLog
+	// sess, when set, adds the partitions of the session marked skip, with
+	// what the session saw of them.
+	sess *fetchSession
+	// at[i][j] is the index in logs of what readFetch saw of partition j of
+	// its topic i, -1 for a partition not read (an error before the read).
+	at [][]int
+}
+
+func newLogWatch() *logWatch {
+	return &logWatch{gen: fetcher.LogChanges(), tracked: true}
+}
+
+// add records a log read.
+func (lw *logWatch) add(w watchedLog) {
+	lw.tracked = lw.tracked && fetcher.TracksChanges(w.log)
+	lw.logs = append(lw.logs, w)
+}
+
+// watchedLog is one log's offsets and epochs as a read saw them.
+type watchedLog struct {
+	log                    fetcher.Log
+	hw, lso, start, end    int64
+	leaderEpoch, lastEpoch int32
+}
+
+func watchLog(l fetcher.Log) watchedLog {
+	// The leader epoch and the end first: a change meanwhile shows in them.
+	w := watchedLog{log: l, leaderEpoch: l.LeaderEpoch(), end: l.LogEndOffset()}
+	w.hw, w.lso, w.start, w.lastEpoch = l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset(), l.LatestEpoch()
+	return w
+}
+
+// changed reports whether a log watched moved since it was read.
+func (lw *logWatch) changed() bool {
+	if lw.tracked && fetcher.LogChanges() == lw.gen {
+		return false // no log of this process changed at all
+	}
+	for _, w := range lw.logs {
+		if watchLog(w.log) != w {
+			return true
+		}
+	}
+	if lw.sess != nil {
+		for i := range lw.sess.list {
+			if sp := &lw.sess.list[i]; sp.skip && watchLog(sp.seen.log) != sp.seen {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fetchBudget tracks the response's byte limit: the first partition with
@@ -68,11 +184,14 @@ type fetchBudget struct {
 	gotFirst bool
 }
 
-// readFetch reads every requested partition once, into buffers of rb (nil:
-// fresh memory). ready is the number of record bytes in the response;
+// readFetch reads every partition of topics (r's, or its session's) once,
+// into buffers of rb (nil: fresh memory); a topic denied[i] is answered
+// TOPIC_AUTHORIZATION_FAILED unread. ready is the number of record bytes in the response;
 // immediate is set when a partition carries an error or a diverging epoch
 // (answered without waiting, as Kafka does).
-func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, rb *readBuffers) (resp *kmsg.FetchResponse, ready int, immediate bool) {
+//
+// Each log read is added to seen (when not nil), with what the read saw.
+func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, topics []kmsg.FetchRequestTopic, denied []bool, rb *readBuffers, seen *logWatch) (resp *kmsg.FetchResponse, ready int, immediate bool) {
 	resp = r.ResponseKind().(*kmsg.FetchResponse)
 	total := dp.cfg.FetchMaxBytes
 	if r.Version >= 3 {
@@ -83,12 +202,16 @@ func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, rb *re
 	if r.Version >= 4 {
 		iso = r.IsolationLevel
 	}
-	for _, rt := range r.Topics {
+	for i, rt := range topics {
+		var at []int
 		t := kmsg.NewFetchResponseTopic()
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
 		spec, ok, missing := dp.fetchTopic(r.Version, rt)
 		if ok {
 			t.Topic = spec.Name
+		}
+		if i < len(denied) && denied[i] {
+			ok, missing = false, codeTopicAuthorizationFailed
 		}
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewFetchResponseTopicPartition()
@@ -99,15 +222,29 @@ func (dp *DataPlane) readFetch(ctx context.Context, r *kmsg.FetchRequest, rb *re
 			if ok {
 				part, code = dp.resolve(spec, rp.Partition)
 			}
+			before := 0
+			if seen != nil {
+				before = len(seen.logs)
+			}
 			if code != fetcher.CodeNone {
 				p.ErrorCode, immediate = code, true
-			} else if dp.readPartition(ctx, r.Version, iso, part, rp, &p, budget, rb) {
+			} else if dp.readPartition(ctx, r.Version, iso, part, rp, &p, budget, rb, seen) {
 				immediate = true
+			}
+			if seen != nil {
+				k := -1
+				if len(seen.logs) > before {
+					k = before
+				}
+				at = append(at, k)
 			}
 			ready += len(p.RecordBatches)
 			t.Partitions = append(t.Partitions, p)
 		}
 		resp.Topics = append(resp.Topics, t)
+		if seen != nil {
+			seen.at = append(seen.at, at)
+		}
 	}
 	return resp, ready, immediate
 }
@@ -130,14 +267,18 @@ func clampBytes(asked int32, limit int) int {
 
 // readPartition fills p from one partition; it reports whether the answer
 // must go out at once (an error or a diverging epoch).
-func (dp *DataPlane) readPartition(ctx context.Context, version int16, iso int8, part partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget *fetchBudget, rb *readBuffers) bool {
-	fp := fetcher.FetchPartition{Topic: part.topic, TopicID: part.topicID, Partition: part.index,
-		FetchOffset: rp.FetchOffset, LastFetchedEpoch: -1, CurrentLeaderEpoch: -1}
-	if version >= 9 {
-		fp.CurrentLeaderEpoch = rp.CurrentLeaderEpoch
+func (dp *DataPlane) readPartition(ctx context.Context, version int16, iso int8, part partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget *fetchBudget, rb *readBuffers, seen *logWatch) bool {
+	fp := requestPartition(version, rp)
+	fp.Topic, fp.TopicID, fp.Partition = part.topic, part.topicID, part.index
+	w := watchLog(part.log)
+	if seen != nil {
+		seen.add(w)
 	}
-	if version >= 12 {
-		fp.LastFetchedEpoch = rp.LastFetchedEpoch
+	if caughtUp(w, fp) {
+		// Nothing to read and nothing to check: a follower at the high
+		// watermark, in the leader's epoch, with the log's latest epoch.
+		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = w.hw, w.lso, w.start
+		return false
 	}
 	partMax := clampBytes(rp.PartitionMaxBytes, dp.cfg.FetchMaxBytes)
 	fp.MaxBytes = int32(min(partMax, max(budget.left, 1)))
@@ -174,6 +315,31 @@ func (dp *DataPlane) readPartition(ctx context.Context, version int16, iso int8,
 		p.AbortedTransactions = aborted
 	}
 	return false
+}
+
+// requestPartition is what a request partition asks for at version: its
+// offset and the epochs the version carries (-1 for those it does not).
+func requestPartition(version int16, rp kmsg.FetchRequestTopicPartition) fetcher.FetchPartition {
+	fp := fetcher.FetchPartition{Partition: rp.Partition, FetchOffset: rp.FetchOffset, LastFetchedEpoch: -1, CurrentLeaderEpoch: -1}
+	if version >= 9 {
+		fp.CurrentLeaderEpoch = rp.CurrentLeaderEpoch
+	}
+	if version >= 12 {
+		fp.LastFetchedEpoch = rp.LastFetchedEpoch
+	}
+	return fp
+}
+
+// caughtUp reports whether fp, read from the log w saw, answers no records
+// and no error by a leader's rules: it fetches at the high watermark (the
+// bound of both isolation levels, LSO <= HW), its CurrentLeaderEpoch is the
+// log's or not given, and its LastFetchedEpoch is the log's latest epoch or
+// not given (no divergence is possible at or below the end of the latest
+// epoch).
+func caughtUp(w watchedLog, fp fetcher.FetchPartition) bool {
+	return fp.FetchOffset == w.hw && w.hw <= w.end && w.start <= w.hw &&
+		(fp.CurrentLeaderEpoch < 0 || fp.CurrentLeaderEpoch == w.leaderEpoch) &&
+		(fp.LastFetchedEpoch < 0 || fp.LastFetchedEpoch == w.lastEpoch)
 }
 
 // abortedTxns lists the aborted transactions a read_committed consumer needs
