@@ -85,8 +85,10 @@ func sessionFor(ctx context.Context, broker int32) *fetchSession {
 
 // fetchSession is the client side of one broker's session: the id and the
 // epoch of the next request (sessionInitialEpoch: a full fetch), and each
-// partition as the broker holds it. Only the broker slot's holder touches it.
+// partition as the broker holds it. Only the broker slot's holder uses it, under
+// mu (held for a whole exchange, so a reader, a test, sees a settled session).
 type fetchSession struct {
+	mu    sync.Mutex
 	id    int32
 	epoch int32
 	parts map[TopicPartition]*sessionPart
@@ -207,6 +209,8 @@ func sessionError(code int16) bool {
 // fetchInSession sends parts[idx] to leader in session fs (the caller holds
 // the broker's slot) and fills out[idx].
 func (s *KafkaSource) fetchInSession(ctx context.Context, leader int32, fs *fetchSession, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		sr := s.sessionRequest(fs, parts, infos, idx)
 		resp, err := s.cl.Broker(int(leader)).Request(ctx, sr.req)
@@ -317,7 +321,10 @@ func (s *KafkaSource) CloseFetchSessions(ctx context.Context, fs *FetchSessions)
 	fs.byBroker = nil
 	fs.mu.Unlock()
 	for broker, sess := range byBroker {
-		if sess.id == sessionlessID || ctx.Err() != nil {
+		sess.mu.Lock()
+		id := sess.id
+		sess.mu.Unlock()
+		if id == sessionlessID || ctx.Err() != nil {
 			continue
 		}
 		slot := s.brokerSlot(broker)
@@ -327,7 +334,7 @@ func (s *KafkaSource) CloseFetchSessions(ctx context.Context, fs *FetchSessions)
 			return
 		}
 		req := s.newFetchRequest()
-		req.MaxWaitMillis, req.SessionID, req.SessionEpoch = 0, sess.id, sessionFinalEpoch
+		req.MaxWaitMillis, req.SessionID, req.SessionEpoch = 0, id, sessionFinalEpoch
 		_, _ = s.cl.Broker(int(broker)).Request(ctx, req)
 		<-slot
 	}

@@ -62,9 +62,11 @@ func TestKafkaSourceSessionsRealBroker(t *testing.T) {
 		defer f.sessions.mu.Unlock()
 		n := 0
 		for _, s := range f.sessions.byBroker {
+			s.mu.Lock()
 			if s.id != 0 && s.epoch > 0 {
 				n++
 			}
+			s.mu.Unlock()
 		}
 		return n
 	}
@@ -82,9 +84,11 @@ func TestKafkaSourceSessionsRealBroker(t *testing.T) {
 	// each (71) and the source opens a new session at once.
 	f.sessions.mu.Lock()
 	for _, s := range f.sessions.byBroker {
+		s.mu.Lock()
 		if s.epoch > 0 {
 			s.epoch += 7
 		}
+		s.mu.Unlock()
 	}
 	f.sessions.mu.Unlock()
 	for round := range 3 {
