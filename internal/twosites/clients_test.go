@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -276,42 +275,8 @@ func produceSarama(t testing.TB, addr, topic string, p int32) error {
 	return err
 }
 
-// java returns the java binary and the harness's Kafka classpath, or skips
-// (fails with KMIRROR_REQUIRE_KAFKA=1) when either is missing.
-func java(t testing.TB) (bin, classpath string) {
-	t.Helper()
-	skip := func(why string) {
-		if os.Getenv("KMIRROR_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("%s (KMIRROR_REQUIRE_KAFKA=1): run scripts/kafka/kafka.sh install", why)
-		}
-		t.Skip(why + ": run scripts/kafka/kafka.sh install")
-	}
-	cp := strings.TrimSpace(os.Getenv("KMIRROR_KAFKA_CLASSPATH"))
-	if cp == "" {
-		cache := os.Getenv("KMIRROR_KAFKA_CACHE")
-		if cache == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				skip("no home directory for the Kafka cache")
-			}
-			cache = filepath.Join(home, ".cache", "kmirror", "kafka")
-		}
-		version := os.Getenv("KMIRROR_KAFKA_VERSION")
-		if version == "" {
-			version = "4.4.0"
-		}
-		b, err := os.ReadFile(filepath.Join(cache, version, "classpath"))
-		if err != nil {
-			skip("Kafka jars not installed")
-		}
-		cp = strings.TrimSpace(string(b))
-	}
-	bin, err := exec.LookPath("java")
-	if err != nil {
-		skip("java not found")
-	}
-	return bin, cp
-}
+// java is kafkatest.Java.
+func java(t testing.TB) (bin, classpath string) { t.Helper(); return kafkatest.Java(t) }
 
 // runJava runs a Kafka tool's main class with stdin and returns stdout.
 func runJava(t testing.TB, class string, stdin string, args ...string) string {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,46 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kmirror/kmirror/internal/kafkatest"
 	"github.com/kmirror/kmirror/mirror"
 )
 
-// kafkaJava returns the java binary and the classpath of the Kafka jars the
-// harness installs (scripts/kafka/kafka.sh install); it skips without them,
-// and fails with KMIRROR_REQUIRE_KAFKA=1.
-func kafkaJava(t *testing.T) (bin, classpath string) {
-	t.Helper()
-	skip := func(why string) {
-		if os.Getenv("KMIRROR_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("%s (KMIRROR_REQUIRE_KAFKA=1): run scripts/kafka/kafka.sh install", why)
-		}
-		t.Skip(why + ": run scripts/kafka/kafka.sh install")
-	}
-	cp := strings.TrimSpace(os.Getenv("KMIRROR_KAFKA_CLASSPATH"))
-	if cp == "" {
-		cache := os.Getenv("KMIRROR_KAFKA_CACHE")
-		if cache == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				skip("no home directory for the Kafka cache")
-			}
-			cache = filepath.Join(home, ".cache", "kmirror", "kafka")
-		}
-		version := os.Getenv("KMIRROR_KAFKA_VERSION")
-		if version == "" {
-			version = "4.4.0"
-		}
-		b, err := os.ReadFile(filepath.Join(cache, version, "classpath"))
-		if err != nil {
-			skip("Kafka jars not installed")
-		}
-		cp = strings.TrimSpace(string(b))
-	}
-	bin, err := exec.LookPath("java")
-	if err != nil {
-		skip("java not found")
-	}
-	return bin, cp
-}
+// kafkaJava is kafkatest.Java.
+func kafkaJava(t *testing.T) (bin, classpath string) { t.Helper(); return kafkatest.Java(t) }
 
 // javaConsumer is one kafka-console-consumer in group "group" with the
 // KIP-848 consumer protocol, printing "partition value" lines.
