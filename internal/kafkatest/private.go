@@ -165,6 +165,21 @@ func (p *Private) Kill() {
 	if !waitGone(pid, 30*time.Second) {
 		p.t.Fatalf("kafkatest: private node %d still alive 30s after SIGKILL", pid)
 	}
+	// The JVM's main thread can show as a zombie while its other threads, which
+	// share the open sockets, are still being torn down: wait until the listener
+	// refuses connections, as a dead broker's does.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", p.Addr(), 200*time.Millisecond)
+		if err != nil {
+			return
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			p.t.Fatalf("kafkatest: private node %d killed, but %s still accepts connections after 15 s", pid, p.Addr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Stop shuts the node down in order (SIGTERM, SIGKILL after 15 s) and keeps its data.
