@@ -262,26 +262,22 @@ func TestKafkaFetcherMirrorsInSessions(t *testing.T) {
 	m.waitCaughtUp(t, c)
 
 	// Once idle, the loop's fetches are incremental and name nothing: wait for
-	// ten such fetches in a row (fetches pipelined before the last answers
-	// were applied may still carry the last positions, more of them on a
-	// loaded machine).
+	// ten such fetches after the catch-up (fetches pipelined before the last
+	// answers were applied may still carry the last positions, more of them on
+	// a loaded machine).
 	idle := func(sf seenFetch) bool {
 		return sf.sessionID != 0 && sf.epoch > 0 && len(sf.named) == 0 && len(sf.forgotten) == 0
 	}
-	var last []seenFetch
+	caught := spy.count()
 	require.Eventually(t, func() bool {
-		all := spy.since(0)
-		if len(all) < 10 {
-			return false
-		}
-		last = all[len(all)-10:]
-		for _, sf := range last {
-			if !idle(sf) {
-				return false
+		n := 0
+		for _, sf := range spy.since(caught) {
+			if idle(sf) {
+				n++
 			}
 		}
-		return true
-	}, time.Minute, 10*time.Millisecond, "ten idle incremental fetches in a row")
+		return n >= 10
+	}, time.Minute, 10*time.Millisecond, "ten idle incremental fetches")
 	ctx := context.Background()
 	for tp, l := range m.logs {
 		info, err := m.src.PartitionInfo(ctx, tp.Topic, tp.Partition, false)
