@@ -204,6 +204,27 @@ install_tiered() {
 	log "compiled FileRemoteStorageManager (tiered storage of test brokers) into $out"
 }
 
+# write_pom prints the pom whose runtime dependencies install copies: Kafka, its tools and a log4j2
+# backend for slf4j.
+write_pom() {
+	cat <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.kmirror.test</groupId>
+  <artifactId>kafka-runtime</artifactId>
+  <version>$VERSION</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-api</artifactId><version>$SLF4J_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>$LOG4J_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+}
+
 # find_class DIR ENTRY... prints the first class (dotted) whose entry some jar in DIR holds.
 # Zip central directories store names uncompressed, so grep finds them without unzip.
 find_class() {
