@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"sort"
 	"syscall"
+	"time"
 
 	"github.com/kmirror/kmirror/epoch"
+	"github.com/kmirror/kmirror/internal/atomicfile"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -17,14 +19,17 @@ import (
 // layout (<base>.log segments holding the raw batches, sparse <base>.index
 // offset indexes, leader-epoch-checkpoint), plus the kmirror-log-state file
 // (text: "0\n<leader epoch>\n<log start offset>\n<pending> <offset>\n", with
-// pending "none", "truncate" or "full") and the kmirror-recovery-point file
-// (text: "0\n<n>\n", then "<base> <size> <next offset>\n" for each of the n
-// rolled segments and for the active segment's flush point). No .timeindex
-// is written. Safe for concurrent use (one writer, many readers).
+// pending "none", "truncate" or "full"; absent while the log has no leader
+// epoch and starts at its first segment's base) and the
+// kmirror-recovery-point file (text: "0\n<n>\n", then "<base> <size> <next
+// offset>\n" for each of the n rolled segments and for the active segment's
+// flush point; absent while a new log holds no data). No .timeindex is
+// written; the leader-epoch-checkpoint is replaced without fsync, as recovery
+// rebuilds it from the batches. Safe for concurrent use (one writer, many readers).
 //
 // The recovery point is written atomically when a segment is rolled, at
-// Flush and Close when data was fsynced since (by Flush or by the fsync
-// policy), and by truncations. It is Kafka's recovery point made exact:
+// Close and, every FileLogOptions.RecoveryPointInterval, at Flush when data
+// was fsynced since (by Flush or by the fsync policy), and by truncations. It is Kafka's recovery point made exact:
 // everything below it was fsynced, so OpenFileLog accepts no damage there.
 type FileLog struct {
 	dir       string
@@ -40,6 +45,7 @@ type FileLog struct {
 	closed    bool
 	ckpt      []byte    // last checkpoint written
 	rpData    []byte    // last recovery point written
+	rpAt      time.Time // when Flush last wrote the recovery point (or the open)
 	failed    error     // set when a truncation stopped half-way (ErrLogFailed)
 	discarded []Discard // what OpenFileLog removed
 }
@@ -127,13 +133,18 @@ func lockLogDir(dir string) (*os.File, error) {
 	return lock, nil
 }
 
+// writeCheckpointLocked replaces the leader-epoch checkpoint when the epoch
+// cache changed, without fsyncs (atomicfile.ReplaceUnsynced): recovery
+// rebuilds the cache from the batches and only rewrites the file, so a
+// checkpoint a crash left stale, empty or torn costs nothing. Kafka stopped
+// fsyncing it on the append path for the same reason (KAFKA-15046).
 func (l *FileLog) writeCheckpointLocked() error {
 	data := epoch.EncodeCheckpoint(l.st.epochs.Entries())
 	if bytes.Equal(data, l.ckpt) {
 		return nil
 	}
-	if err := writeFileAtomic(l.dir, CheckpointFileName, data); err != nil {
-		return err
+	if err := atomicfile.ReplaceUnsynced(l.dir, CheckpointFileName, data, 0o644); err != nil {
+		return fmt.Errorf("fetcher: write %s: %w", CheckpointFileName, fileLimitError(err))
 	}
 	l.ckpt = data
 	return nil
@@ -224,27 +235,37 @@ func (l *FileLog) BumpLeaderEpoch(min int32) (int32, error) {
 }
 
 // Flush implements Log: it fsyncs the active segment (unless the policy is
-// FsyncNever), then writes the recovery point (the new flush point) and the
-// leader-epoch checkpoint if they changed.
+// FsyncNever), then, once FileLogOptions.RecoveryPointInterval passed since
+// they were last written, writes the recovery point (the new flush point)
+// and the leader-epoch checkpoint if they changed.
 func (l *FileLog) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usableLocked(); err != nil {
 		return err
 	}
-	return l.flushLocked()
+	return l.flushLocked(false)
 }
 
-func (l *FileLog) flushLocked() error {
+// flushLocked is Flush; final (Close) writes the recovery point and the
+// checkpoint whatever the interval.
+func (l *FileLog) flushLocked(final bool) error {
 	if l.opts.Fsync != FsyncNever && l.unflushed > 0 {
 		if err := l.syncDataLocked(); err != nil {
 			return err
 		}
 	}
+	if !final && l.opts.RecoveryPointInterval > 0 && time.Since(l.rpAt) < l.opts.RecoveryPointInterval {
+		return nil
+	}
 	if err := l.writeRecoveryPoint(l.recoveryPointLocked()); err != nil {
 		return err
 	}
-	return l.writeCheckpointLocked()
+	if err := l.writeCheckpointLocked(); err != nil {
+		return err
+	}
+	l.rpAt = time.Now()
+	return nil
 }
 
 // Close implements Log: it flushes (as Flush), closes the files and releases
@@ -261,7 +282,7 @@ func (l *FileLog) Close() error {
 		l.closeFiles()
 		return l.failed
 	}
-	err := l.flushLocked()
+	err := l.flushLocked(true)
 	if err == nil {
 		err = l.active().idx.syncIfDirty()
 	}

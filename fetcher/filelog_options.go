@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // FsyncPolicy says when a FileLog fsyncs appended data.
@@ -31,6 +32,9 @@ const (
 	DefaultSegmentBytes       = 1 << 30
 	DefaultIndexIntervalBytes = 4096
 	DefaultFsyncBytes         = 1 << 20
+	// DefaultRecoveryPointInterval is the default
+	// FileLogOptions.RecoveryPointInterval.
+	DefaultRecoveryPointInterval = time.Minute
 )
 
 // File names inside a FileLog directory.
@@ -60,6 +64,15 @@ type FileLogOptions struct {
 	Fsync FsyncPolicy
 	// FsyncBytes is the threshold of FsyncEveryNBytes (default 1 MiB).
 	FsyncBytes int64
+	// RecoveryPointInterval is how often Flush also writes the recovery
+	// point and the leader-epoch checkpoint (default
+	// DefaultRecoveryPointInterval, as Kafka's
+	// log.flush.offset.checkpoint.interval.ms; negative: at every Flush).
+	// A roll, a truncation and Close always write them. A recovery point
+	// behind the flushed data costs only a longer open after a crash: the
+	// data past it is verified batch by batch, and a torn tail there is cut
+	// and reported (Discarded), as Kafka recovers past its recovery point.
+	RecoveryPointInterval time.Duration
 	// StartOffset is the log start offset of a log created by this open;
 	// ignored when the directory already holds a log.
 	StartOffset int64
@@ -108,6 +121,9 @@ func (o FileLogOptions) withDefaults() FileLogOptions {
 	}
 	if o.FsyncBytes == 0 {
 		o.FsyncBytes = DefaultFsyncBytes
+	}
+	if o.RecoveryPointInterval == 0 {
+		o.RecoveryPointInterval = DefaultRecoveryPointInterval
 	}
 	return o
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/kmirror/kmirror/internal/atomicfile"
 )
@@ -99,6 +100,16 @@ func (l *FileLog) recover() error {
 			return err
 		}
 	}
+	// A new, empty log writes no recovery point, and a log that never had a
+	// leader epoch nor a log start past its first segment's base no state
+	// file: their absence opens it the same way (its one segment recovered
+	// from 0; no epoch, the log start at that base), and a start of thousands
+	// of partitions then costs no fsync for either. The first flush of data
+	// writes the recovery point, a bump of the leader epoch the state file.
+	empty := rp == nil && len(l.segs) == 1 && l.active().size == 0 && l.st.logStart == l.active().base
+	if empty {
+		l.rpData = encodeRecoveryPoint(l.recoveryPointLocked())
+	}
 	if err := l.writeRecoveryPoint(l.recoveryPointLocked()); err != nil {
 		return err
 	}
@@ -108,7 +119,12 @@ func (l *FileLog) recover() error {
 	if err := l.writeCheckpointLocked(); err != nil {
 		return err
 	}
-	if want := l.metaLocked(); !haveMeta || meta != want {
+	l.rpAt = time.Now()
+	want := l.metaLocked()
+	if !haveMeta && want.leaderEpoch == -1 && want.logStart == l.segs[0].base {
+		return nil // what the absence of the file gives
+	}
+	if !haveMeta || meta != want {
 		return l.writeMeta(want)
 	}
 	return nil

@@ -128,9 +128,10 @@ func TestFileLogLayoutAndRoll(t *testing.T) {
 	entries, err := epoch.DecodeCheckpoint(ck)
 	require.NoError(t, err)
 	require.Len(t, entries, 6)
-	st, err := os.ReadFile(filepath.Join(dir, StateFileName))
-	require.NoError(t, err)
-	require.Equal(t, "0\n-1\n0\nnone -1\n", string(st))
+	// No leader epoch was bumped and the log starts at its first segment:
+	// the state file's absence says so, and none is written.
+	_, err = os.Stat(filepath.Join(dir, StateFileName))
+	require.ErrorIs(t, err, os.ErrNotExist)
 
 	// Reopen: same files, same state, every offset readable.
 	before := dirContents(t, dir)
@@ -361,4 +362,100 @@ func TestFileLogConcurrentReaders(t *testing.T) {
 	close(done)
 	require.NoError(t, <-errc)
 	require.Equal(t, int64(60), l.LogEndOffset())
+}
+
+// TestFileLogCheckpointRebuilt: the leader-epoch checkpoint is written
+// without fsync, so a crash may leave it stale, empty or torn; the open
+// rebuilds it from the batches and loses nothing.
+func TestFileLogCheckpointRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	opts := FileLogOptions{SegmentBytes: 1000}
+	l := openFile(t, dir, opts)
+	all := appendN(t, l, 30)
+	require.NoError(t, l.Close())
+	path := filepath.Join(dir, CheckpointFileName)
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, damaged := range []string{"", "0\n5\n0 0\n", "not a checkpoint", "0\n1\n7 999\n"} {
+		require.NoError(t, os.WriteFile(path, []byte(damaged), 0o644))
+		l = openFile(t, dir, opts)
+		require.Equal(t, all, readAll(t, l))
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "checkpoint rewritten from the batches after %q", damaged)
+		require.NoError(t, l.Close())
+	}
+}
+
+// TestFileLogNewLogWritesNoState: opening a new log writes no recovery point
+// and no state file (their absence means the same), and reopening it again
+// changes nothing; the first bump of the leader epoch writes the state.
+func TestFileLogNewLogWritesNoState(t *testing.T) {
+	dir := t.TempDir()
+	opts := FileLogOptions{StartOffset: 40}
+	l := openFile(t, dir, opts)
+	require.NoError(t, l.Close())
+	before := dirContents(t, dir)
+	require.NotContains(t, before, RecoveryPointFileName)
+	require.NotContains(t, before, StateFileName)
+	l = openFile(t, dir, FileLogOptions{})
+	require.Equal(t, int64(40), l.LogStartOffset(), "the log start is the segment's base")
+	require.Equal(t, before, dirContents(t, dir))
+	e, err := l.BumpLeaderEpoch(3)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	l = openFile(t, dir, FileLogOptions{})
+	require.Equal(t, e, l.LeaderEpoch())
+	require.Equal(t, int64(40), l.LogStartOffset())
+	require.NoError(t, l.Close())
+}
+
+// TestFileLogRecoveryPointInterval: Flush writes the recovery point only once
+// RecoveryPointInterval passed (negative: every Flush), a roll and Close
+// always do, and a reopen after a Flush whose recovery point lags (a crash
+// before Close, copied here) verifies the data past it and keeps all of it.
+func TestFileLogRecoveryPointInterval(t *testing.T) {
+	rp := func(dir string) string {
+		data, err := os.ReadFile(filepath.Join(dir, RecoveryPointFileName))
+		if errors.Is(err, os.ErrNotExist) {
+			return ""
+		}
+		require.NoError(t, err)
+		return string(data)
+	}
+	t.Run("default", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openFile(t, dir, FileLogOptions{})
+		all := appendN(t, l, 5)
+		require.NoError(t, l.Flush())
+		require.Empty(t, rp(dir), "Flush within the interval writes no recovery point")
+		crashed := t.TempDir()
+		require.NoError(t, os.CopyFS(crashed, os.DirFS(dir)))
+		require.NoError(t, os.Remove(filepath.Join(crashed, LockFileName)))
+		c := openFile(t, crashed, FileLogOptions{})
+		require.Equal(t, all, readAll(t, c), "the flushed data past the recovery point is kept")
+		require.Empty(t, c.Discarded())
+		require.NoError(t, c.Close())
+		require.NoError(t, l.Close())
+		require.NotEmpty(t, rp(dir), "Close writes it")
+	})
+	t.Run("every flush", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openFile(t, dir, FileLogOptions{RecoveryPointInterval: -1})
+		appendN(t, l, 5)
+		require.NoError(t, l.Flush())
+		first := rp(dir)
+		require.NotEmpty(t, first)
+		appendN(t, l, 5)
+		require.NoError(t, l.Flush())
+		require.NotEqual(t, first, rp(dir))
+		require.NoError(t, l.Close())
+	})
+	t.Run("roll", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openFile(t, dir, FileLogOptions{SegmentBytes: 1000})
+		appendN(t, l, 20)
+		require.NotEmpty(t, rp(dir), "a roll writes the recovery point")
+		require.NoError(t, l.Close())
+	})
 }

@@ -26,6 +26,20 @@ const TempSuffix = ".tmp"
 // and dir/name is unchanged, unless the error came from the final fsync of
 // dir, when the new content may or may not survive a crash.
 func WriteFile(dir, name string, data []byte, perm os.FileMode) error {
+	return replace(dir, name, data, perm, true)
+}
+
+// ReplaceUnsynced replaces dir/name with data as WriteFile does but without
+// its fsyncs: a temporary file, then a rename over dir/name. Readers never
+// see a mix of old and new content, but a crash may leave the old content,
+// the new one, or (on a file system that does not write a renamed file's data
+// before the rename) an empty or partial file. It is for files that recovery
+// rebuilds from other data, where a write that costs two fsyncs buys nothing.
+func ReplaceUnsynced(dir, name string, data []byte, perm os.FileMode) error {
+	return replace(dir, name, data, perm, false)
+}
+
+func replace(dir, name string, data []byte, perm os.FileMode, durable bool) error {
 	tmp, err := os.CreateTemp(dir, name+".*"+TempSuffix)
 	if err != nil {
 		return err
@@ -39,15 +53,20 @@ func WriteFile(dir, name string, data []byte, perm os.FileMode) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if durable {
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	return SyncDir(dir)
 }

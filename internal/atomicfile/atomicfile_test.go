@@ -8,10 +8,23 @@ import (
 	"testing"
 )
 
+// writers are the two ways of replacing a file; both must replace whole
+// files and leave no temporary behind.
+var writers = map[string]func(dir, name string, data []byte, perm os.FileMode) error{
+	"WriteFile":       WriteFile,
+	"ReplaceUnsynced": ReplaceUnsynced,
+}
+
 func TestWriteFileReplaces(t *testing.T) {
+	for name, write := range writers {
+		t.Run(name, func(t *testing.T) { testReplaces(t, write) })
+	}
+}
+
+func testReplaces(t *testing.T, write func(dir, name string, data []byte, perm os.FileMode) error) {
 	dir := t.TempDir()
 	for _, content := range []string{"first\n", "second, longer\n", ""} {
-		if err := WriteFile(dir, "state", []byte(content), 0o644); err != nil {
+		if err := write(dir, "state", []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(filepath.Join(dir, "state"))
@@ -41,12 +54,18 @@ func TestWriteFileReplaces(t *testing.T) {
 // TestWriteFileFailureKeepsOld: a rename that cannot happen (the target is a
 // non-empty directory) leaves the target as it was and no temporary file.
 func TestWriteFileFailureKeepsOld(t *testing.T) {
+	for name, write := range writers {
+		t.Run(name, func(t *testing.T) { testFailureKeepsOld(t, write) })
+	}
+}
+
+func testFailureKeepsOld(t *testing.T, write func(dir, name string, data []byte, perm os.FileMode) error) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "state")
 	if err := os.MkdirAll(filepath.Join(target, "child"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err := WriteFile(dir, "state", []byte("x"), 0o644)
+	err := write(dir, "state", []byte("x"), 0o644)
 	var le *os.LinkError
 	if !errors.As(err, &le) {
 		t.Fatalf("err %v, want an *os.LinkError from the rename", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -723,10 +724,18 @@ func (r *Partition) findLMEAndTruncate() error {
 		r.e.metrics.TruncationRefused(ref, pl.LocalWrites.Records)
 		return &TruncationRefusedError{Mirror: r.mirror, Topic: r.topic, Plan: []controller.PartitionPlan{pl}, AtPrepare: true}
 	}
-	r.e.log.Info("mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
+	fully := full && (end > start || r.log.LatestEpoch() != epoch.UndefinedEpoch)
+	cuts := fully || (!full && off < end)
+	// At Info only when the log changes: a start of thousands of new, empty
+	// partitions logs nothing per partition.
+	level := slog.LevelDebug
+	if cuts {
+		level = slog.LevelInfo
+	}
+	r.e.log.Log(r.ctx, level, "mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
 		"lme", lme, "offset", off, "full", full, "logEnd", end)
 	switch {
-	case full && (end > start || r.log.LatestEpoch() != epoch.UndefinedEpoch):
+	case fully:
 		if end > start {
 			srcStart, err := r.mr.sourceLogStart(r.ctx, r.topic, r.partition)
 			if err != nil {
