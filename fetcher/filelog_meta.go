@@ -145,6 +145,7 @@ func (l *FileLog) readRecoveryPoint() (*recoveryPoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.rpData = data // a recovery that changes nothing does not rewrite it
 	return &rp, nil
 }
 
