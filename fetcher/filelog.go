@@ -39,15 +39,16 @@ type FileLog struct {
 	lock      *os.File // nil with FileLogOptions.DirLockedByCaller
 	writeback bool     // the policy fsyncs later: start writebacks (maybeWritebackLocked)
 
-	guarded   // mu guards st and the fields below
-	segs      []*segment
-	unflushed int64
-	closed    bool
-	ckpt      []byte    // last checkpoint written
-	rpData    []byte    // last recovery point written
-	rpAt      time.Time // when Flush last wrote the recovery point (or the open)
-	failed    error     // set when a truncation stopped half-way (ErrLogFailed)
-	discarded []Discard // what OpenFileLog removed
+	guarded     // mu guards st and the fields below
+	segs        []*segment
+	unflushed   int64
+	closed      bool
+	ckpt        []byte    // last checkpoint written
+	rpData      []byte    // last recovery point written
+	rpAt        time.Time // when Flush last wrote the recovery point (or the open)
+	dirUnsynced bool      // a segment file was created since dir was last fsynced
+	failed      error     // set when a truncation stopped half-way (ErrLogFailed)
+	discarded   []Discard // what OpenFileLog removed
 }
 
 var _ Log = (*FileLog)(nil)
@@ -252,6 +253,11 @@ func (l *FileLog) Flush() error {
 func (l *FileLog) flushLocked(final bool) error {
 	if l.opts.Fsync != FsyncNever && l.unflushed > 0 {
 		if err := l.syncDataLocked(); err != nil {
+			return err
+		}
+	}
+	if final && l.opts.Fsync != FsyncNever {
+		if err := l.syncDirLocked(); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/kmirror/kmirror/internal/atomicfile"
 )
 
 // writebackBytes is how many appended, not yet fsynced bytes of a segment
@@ -122,8 +124,25 @@ func (l *FileLog) syncDataLocked() error {
 	if err := a.log.Sync(); err != nil {
 		return fmt.Errorf("fetcher: fsync: %w", err)
 	}
+	if err := l.syncDirLocked(); err != nil {
+		return err
+	}
 	a.synced, a.syncedEnd = a.size, l.st.logEnd
 	l.unflushed = 0
+	return nil
+}
+
+// syncDirLocked fsyncs the log's directory if a segment file was created
+// since it was last fsynced: a new segment's entry is made durable with its
+// first data, so creating thousands of empty logs costs no directory fsync.
+func (l *FileLog) syncDirLocked() error {
+	if !l.dirUnsynced {
+		return nil
+	}
+	if err := atomicfile.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("fetcher: sync dir: %w", fileLimitError(err))
+	}
+	l.dirUnsynced = false
 	return nil
 }
 

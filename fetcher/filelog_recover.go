@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kmirror/kmirror/epoch"
 	"github.com/kmirror/kmirror/internal/atomicfile"
 )
 
@@ -115,6 +116,8 @@ func (l *FileLog) recover() error {
 	}
 	if data, err := os.ReadFile(l.path(CheckpointFileName)); err == nil {
 		l.ckpt = data
+	} else if errors.Is(err, os.ErrNotExist) {
+		l.ckpt = epoch.EncodeCheckpoint(nil) // no file: no epoch to record yet
 	}
 	if err := l.writeCheckpointLocked(); err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kmirror/kmirror/internal/atomicfile"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -112,10 +111,7 @@ func (l *FileLog) newSegmentLocked(base int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.SyncDir(l.dir); err != nil {
-		s.close()
-		return nil, fmt.Errorf("fetcher: sync dir: %w", err)
-	}
+	l.dirUnsynced = true // synced with the first data (syncDataLocked)
 	l.segs = append(l.segs, s)
 	return s, nil
 }

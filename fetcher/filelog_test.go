@@ -387,8 +387,8 @@ func TestFileLogCheckpointRebuilt(t *testing.T) {
 	}
 }
 
-// TestFileLogNewLogWritesNoState: opening a new log writes no recovery point
-// and no state file (their absence means the same), and reopening it again
+// TestFileLogNewLogWritesNoState: opening a new log writes no recovery point,
+// no state file and no checkpoint (their absence means the same), and reopening it again
 // changes nothing; the first bump of the leader epoch writes the state.
 func TestFileLogNewLogWritesNoState(t *testing.T) {
 	dir := t.TempDir()
@@ -398,6 +398,7 @@ func TestFileLogNewLogWritesNoState(t *testing.T) {
 	before := dirContents(t, dir)
 	require.NotContains(t, before, RecoveryPointFileName)
 	require.NotContains(t, before, StateFileName)
+	require.NotContains(t, before, CheckpointFileName)
 	l = openFile(t, dir, FileLogOptions{})
 	require.Equal(t, int64(40), l.LogStartOffset(), "the log start is the segment's base")
 	require.Equal(t, before, dirContents(t, dir))
