@@ -88,10 +88,12 @@ func sessionFor(ctx context.Context, broker int32) *fetchSession {
 // partition as the broker holds it. Only the broker slot's holder uses it, under
 // mu (held for a whole exchange, so a reader, a test, sees a settled session).
 type fetchSession struct {
-	mu    sync.Mutex
-	id    int32
-	epoch int32
-	parts map[TopicPartition]*sessionPart
+	mu        sync.Mutex
+	id        int32
+	epoch     int32
+	parts     map[TopicPartition]*sessionPart
+	primed    bool // an answer was accepted (kept across resets)
+	lastQuick bool // the last request was sent without a long poll
 }
 
 // sessionPart is one partition of a session: the request fields last sent and
@@ -162,6 +164,7 @@ func (s *KafkaSource) sessionRequest(fs *fetchSession, parts []FetchPartition, i
 	}
 	ti := make(map[string]int)
 	named := make(map[TopicPartition]bool, len(idx))
+	added := false
 	for k, p := range resolved {
 		tp := p.TP()
 		sr.where[tp] = idx[k]
@@ -171,6 +174,9 @@ func (s *KafkaSource) sessionRequest(fs *fetchSession, parts []FetchPartition, i
 			if sp := fs.parts[tp]; sp != nil && samePosition(sp.sent, p) {
 				continue
 			}
+		}
+		if (full && !fs.primed) || (!full && fs.parts[tp] == nil) {
+			added = true
 		}
 		sr.sent[tp] = p
 		addFetchPartition(req, ti, p)
@@ -190,6 +196,16 @@ func (s *KafkaSource) sessionRequest(fs *fetchSession, parts []FetchPartition, i
 			req.ForgottenTopics[j].Partitions = append(req.ForgottenTopics[j].Partitions, tp.Partition)
 		}
 	}
+	// The first fetch of a session's fetcher, or one adding partitions the
+	// broker does not hold for it yet, is answered at once rather than after
+	// a long poll: a start or restart of thousands of partitions then learns
+	// their offsets in one round of the fetchers that share each broker's
+	// slot, not one long poll each. Never two such fetches in a row, so a
+	// partition that comes and goes cannot turn the long poll into a loop.
+	if added && !fs.lastQuick {
+		req.MaxWaitMillis = 0
+	}
+	fs.lastQuick = req.MaxWaitMillis == 0
 	sr.req = req
 	return sr
 }
@@ -239,6 +255,7 @@ func (s *KafkaSource) fetchInSession(ctx context.Context, leader int32, fs *fetc
 // partitions sent and forgets those forgotten, and out[idx] is filled, the
 // partitions not answered from what the session last heard.
 func (s *KafkaSource) acceptSession(fs *fetchSession, sr *sessionRequest, fr *kmsg.FetchResponse, idx []int, out []FetchResult) {
+	fs.primed = true
 	if sr.full || fs.parts == nil {
 		fs.parts = make(map[TopicPartition]*sessionPart, len(sr.sent))
 	}

@@ -16,6 +16,7 @@ import (
 // seenFetch is what a Fetch request asked for.
 type seenFetch struct {
 	sessionID, epoch int32
+	maxWait          int32
 	named            map[int32]int64 // partition -> fetch offset
 	forgotten        []int32
 }
@@ -33,7 +34,7 @@ func spyFetches(c *kfake.Cluster) *fetchSpy {
 	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := kr.(*kmsg.FetchRequest)
-		sf := seenFetch{sessionID: req.SessionID, epoch: req.SessionEpoch, named: map[int32]int64{}}
+		sf := seenFetch{sessionID: req.SessionID, epoch: req.SessionEpoch, maxWait: req.MaxWaitMillis, named: map[int32]int64{}}
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
 				sf.named[rp.Partition] = rp.FetchOffset
@@ -137,6 +138,7 @@ func TestKafkaFetchSessionIncremental(t *testing.T) {
 	require.Equal(t, int32(0), first[0].sessionID, "the first fetch asks for a session")
 	require.Equal(t, int32(0), first[0].epoch)
 	require.Len(t, first[0].named, n)
+	require.Zero(t, first[0].maxWait, "the first fetch of a session is answered at once")
 	advance(offs, res)
 	for p := range int32(n) {
 		require.Equal(t, int64(p)+1, offs[p], "partition %d read whole", p)
@@ -150,6 +152,7 @@ func TestKafkaFetchSessionIncremental(t *testing.T) {
 	require.NotZero(t, second[0].sessionID)
 	require.Equal(t, int32(1), second[0].epoch)
 	require.Len(t, second[0].named, n)
+	require.Equal(t, int32(20), second[0].maxWait, "then fetches long-poll")
 	for p := range int32(n) {
 		require.Empty(t, res[p].Records)
 		require.Equal(t, int64(p)+1, res[p].HighWatermark)
@@ -192,6 +195,24 @@ func TestKafkaFetchSessionIncremental(t *testing.T) {
 	back := spy.since(mark)
 	require.Len(t, back, 1)
 	require.Equal(t, map[int32]int64{3: 8, 5: 6}, back[0].named)
+	require.Zero(t, back[0].maxWait, "a fetch adding a partition to the session is answered at once")
+
+	// Never two such fetches in a row: a partition that comes and goes
+	// cannot make the fetches a loop without long polls.
+	delete(offs, 7)
+	sessionFetch(t, ctx, src, "s", info.TopicID, offs) // forgets 7, long-polls
+	offs[7] = 8
+	delete(offs, 9)
+	mark = spy.count()
+	sessionFetch(t, ctx, src, "s", info.TopicID, offs) // adds 7: at once
+	offs[9] = 10
+	sessionFetch(t, ctx, src, "s", info.TopicID, offs) // adds 9 right after: long-polls
+	again := spy.since(mark)
+	require.Len(t, again, 2)
+	require.Equal(t, map[int32]int64{7: 8}, again[0].named)
+	require.Zero(t, again[0].maxWait)
+	require.Equal(t, map[int32]int64{9: 10}, again[1].named)
+	require.Equal(t, int32(20), again[1].maxWait)
 }
 
 // TestKafkaFetchSessionErrorsResetToFull answers session errors in place of
