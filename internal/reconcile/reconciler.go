@@ -726,11 +726,11 @@ func (r *Partition) findLMEAndTruncate() error {
 	}
 	fully := full && (end > start || r.log.LatestEpoch() != epoch.UndefinedEpoch)
 	cuts := fully || (!full && off < end)
-	// At Info only when the log changes: a start of thousands of new, empty
-	// partitions logs nothing per partition.
-	level := slog.LevelDebug
-	if cuts {
-		level = slog.LevelInfo
+	// At Debug for an empty log it leaves as it is: a start of thousands of
+	// new partitions logs no line per partition.
+	level := slog.LevelInfo
+	if !cuts && end == start {
+		level = slog.LevelDebug
 	}
 	r.e.log.Log(r.ctx, level, "mirror: LME truncation", "mirror", r.mirror, "topic", r.topic, "partition", r.partition,
 		"lme", lme, "offset", off, "full", full, "logEnd", end)
