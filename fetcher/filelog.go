@@ -17,7 +17,7 @@ import (
 
 // FileLog is the durable Log: one directory per partition in Kafka's own
 // layout (<base>.log segments holding the raw batches, sparse <base>.index
-// offset indexes, leader-epoch-checkpoint), plus the kmirror-log-state file
+// offset indexes, created with their first entry, leader-epoch-checkpoint), plus the kmirror-log-state file
 // (text: "0\n<leader epoch>\n<log start offset>\n<pending> <offset>\n", with
 // pending "none", "truncate" or "full"; absent while the log has no leader
 // epoch and starts at its first segment's base) and the

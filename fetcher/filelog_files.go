@@ -142,6 +142,7 @@ type cachedFile struct {
 	closed bool
 	dirty  bool  // written since the last successful fsync
 	err    error // a close error while dirty, for the next Sync
+	create bool  // opens create the file (lazyFile)
 }
 
 // openFile opens path with flag (which may create it) and returns its
@@ -320,9 +321,21 @@ func fileLimitError(err error) error {
 	return err
 }
 
-// with runs fn on h's file, opened (O_RDWR) for the time of the call.
+// lazyFile returns the cached handle of path without opening it: its first
+// use opens it, creating it when missing (a new segment's index, which only
+// its first entry needs).
+func (c *FileCache) lazyFile(path string) *cachedFile {
+	return &cachedFile{c: c, path: path, create: true}
+}
+
+// with runs fn on h's file, opened (O_RDWR, with O_CREATE for a lazyFile)
+// for the time of the call.
 func (h *cachedFile) with(fn func(f *os.File) error) error {
-	f, err := h.pin(os.O_RDWR)
+	flag := os.O_RDWR
+	if h.create {
+		flag |= os.O_CREATE
+	}
+	f, err := h.pin(flag)
 	if err != nil {
 		return err
 	}

@@ -219,7 +219,7 @@ func (l *FileLog) loadSegment(p segPlan, lower int64, rec *recovery) (*badSpot, 
 	case p.base < lower:
 		return &badSpot{0, lower, fmt.Errorf("%w: base %d, end of the segment before %d", ErrSegmentOverlap, p.base, lower)}, nil
 	}
-	s, err := l.openSegment(p.base, false)
+	s, err := l.openSegment(p.base)
 	if err != nil {
 		return nil, err
 	}

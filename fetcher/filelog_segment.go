@@ -63,15 +63,11 @@ func (l *FileLog) listSegments() ([]int64, error) {
 	return bases, nil
 }
 
-// openSegment opens base's segment, creating it when create is set. An
-// existing segment's missing index is not created (s.idx is nil) until
-// openIndex: recovery modifies nothing before it has validated everything.
-func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
-	flag := os.O_RDWR
-	if create {
-		flag |= os.O_CREATE | os.O_EXCL
-	}
-	lf, err := l.files.openFile(l.path(segName(base, ".log")), flag)
+// openSegment opens base's existing segment. A missing index is not created
+// (s.idx is nil) until openIndex: recovery modifies nothing before it has
+// validated everything.
+func (l *FileLog) openSegment(base int64) (*segment, error) {
+	lf, err := l.files.openFile(l.path(segName(base, ".log")), os.O_RDWR)
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: open segment: %w", err)
 	}
@@ -80,7 +76,7 @@ func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
 	switch {
 	case err == nil:
 		s.idx = xf
-	case create || !errors.Is(err, os.ErrNotExist):
+	case !errors.Is(err, os.ErrNotExist):
 		err = l.openIndex(s)
 	default:
 		err = nil
@@ -92,25 +88,25 @@ func (l *FileLog) openSegment(base int64, create bool) (*segment, error) {
 	return s, nil
 }
 
-// openIndex opens (creating) s's index file when it is not open.
+// openIndex gives s its index file when it has none: a lazyFile, created by
+// its first use (an empty index that is missing stays missing).
 func (l *FileLog) openIndex(s *segment) error {
 	if s.idx != nil {
 		return nil
 	}
-	xf, err := l.files.openFile(l.path(segName(s.base, ".index")), os.O_RDWR|os.O_CREATE)
-	if err != nil {
-		return fmt.Errorf("fetcher: open index: %w", err)
-	}
-	s.idx = xf
+	s.idx = l.files.lazyFile(l.path(segName(s.base, ".index")))
 	return nil
 }
 
+// newSegmentLocked creates base's segment file; its index file is created
+// with its first entry (FileCache.lazyFile), so an empty log holds one file.
 func (l *FileLog) newSegmentLocked(base int64) (*segment, error) {
 	_ = os.Remove(l.path(segName(base, ".index")))
-	s, err := l.openSegment(base, true)
+	lf, err := l.files.openFile(l.path(segName(base, ".log")), os.O_RDWR|os.O_CREATE|os.O_EXCL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fetcher: open segment: %w", err)
 	}
+	s := &segment{base: base, log: lf, end: base, syncedEnd: base, idx: l.files.lazyFile(l.path(segName(base, ".index")))}
 	l.dirUnsynced = true // synced with the first data (syncDataLocked)
 	l.segs = append(l.segs, s)
 	return s, nil
@@ -162,6 +158,12 @@ func (s *segment) indexBytes() []byte {
 // syncIndexFile makes the index file equal the in-memory index.
 func (s *segment) syncIndexFile() error {
 	want := s.indexBytes()
+	if len(want) == 0 && s.idx.create {
+		// An empty index not created yet (lazyFile): its absence is equal.
+		if _, err := os.Stat(s.idx.path); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
 	have, err := s.idx.readAll()
 	if err != nil {
 		return fmt.Errorf("fetcher: read index: %w", err)

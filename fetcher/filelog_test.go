@@ -388,7 +388,7 @@ func TestFileLogCheckpointRebuilt(t *testing.T) {
 }
 
 // TestFileLogNewLogWritesNoState: opening a new log writes no recovery point,
-// no state file and no checkpoint (their absence means the same), and reopening it again
+// no state file, no checkpoint and no index (their absence means the same), and reopening it again
 // changes nothing; the first bump of the leader epoch writes the state.
 func TestFileLogNewLogWritesNoState(t *testing.T) {
 	dir := t.TempDir()
@@ -399,6 +399,8 @@ func TestFileLogNewLogWritesNoState(t *testing.T) {
 	require.NotContains(t, before, RecoveryPointFileName)
 	require.NotContains(t, before, StateFileName)
 	require.NotContains(t, before, CheckpointFileName)
+	require.Contains(t, before, segName(40, ".log"))
+	require.NotContains(t, before, segName(40, ".index"), "an index is created with its first entry")
 	l = openFile(t, dir, FileLogOptions{})
 	require.Equal(t, int64(40), l.LogStartOffset(), "the log start is the segment's base")
 	require.Equal(t, before, dirContents(t, dir))
