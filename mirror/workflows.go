@@ -200,11 +200,25 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st metasync.
 func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta,
 	plans map[string][]PartitionPlan, o StartOptions) ([]TopicResult, error) {
 	openLogs(m.dest, metas)
+	// The read-only flags of every topic at once: a destination that makes
+	// them durable by group commit (LocalDestination) then commits thousands
+	// of partitions' flags in a few writes, where topic after topic it writes
+	// a few per topic.
+	flagsOf, errsOf := make([][]bool, len(metas)), make([]error, len(metas))
+	var g errgroup.Group
+	g.SetLimit(topicFlagWorkers)
+	for i, t := range metas {
+		g.Go(func() error {
+			flagsOf[i], errsOf[i] = m.setTopicReadOnly(t.Name, true)
+			return nil
+		})
+	}
+	_ = g.Wait()
 	var refused []TopicResult
 	var ok []TopicMeta
 	was := map[string][]bool{} // the read-only flags before, to give back on a refusal
-	for _, t := range metas {
-		flags, err := m.setTopicReadOnly(t.Name, true)
+	for i, t := range metas {
+		flags, err := flagsOf[i], errsOf[i]
 		was[t.Name] = flags
 		if err == nil && planMoved(m.dest, t.Name, plans[t.Name]) {
 			// Written between the plan and the read-only flag: plan again, now stable.
@@ -307,6 +321,10 @@ func (m *Mirror) restoreReadOnly(topic string, was []bool) {
 // flags set while a write is in flight together, so thousands of partitions
 // cost a few writes, where one after another they cost one each.
 const flagWorkers = 64
+
+// topicFlagWorkers is how many topics' read-only flags a start sets at once
+// (each flagWorkers partitions at a time).
+const topicFlagWorkers = 16
 
 // eachPartition calls f for partitions 0..n-1, flagWorkers at a time, and
 // returns the first error (every call is made).
