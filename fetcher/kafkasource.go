@@ -82,7 +82,7 @@ type KafkaSource struct {
 
 	mu      sync.Mutex // guards the fields below
 	topics  map[string]*topicMeta
-	brokers map[int32]chan struct{} // one slot per broker: the fetch in flight to it
+	brokers map[int32]*brokerGate // one per broker: the fetch in flight to it
 	// refreshing holds the Metadata request in flight for each topic: a refresh of
 	// the same topic meanwhile waits for its answer instead of sending its own, so
 	// the reconcilers of a topic's P partitions starting at once send one request,
@@ -125,7 +125,7 @@ func NewKafkaSource(cfg KafkaSourceConfig) (*KafkaSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: kafka source client: %w", err)
 	}
-	return &KafkaSource{cl: cl, cfg: cfg, topics: make(map[string]*topicMeta), brokers: make(map[int32]chan struct{})}, nil
+	return &KafkaSource{cl: cl, cfg: cfg, topics: make(map[string]*topicMeta), brokers: make(map[int32]*brokerGate)}, nil
 }
 
 // Close closes the client.
@@ -284,18 +284,17 @@ func (s *KafkaSource) leaders(ctx context.Context, tps []TopicPartition) (groups
 	return groups, infos, noLeader
 }
 
-// brokerSlot returns the one-slot semaphore of broker id: a fetch to the broker holds
-// it while in flight, so at most one is (a channel, not a mutex, so that waiting for
-// it ends with the caller's context).
-func (s *KafkaSource) brokerSlot(id int32) chan struct{} {
+// brokerGate returns the gate of broker id (brokerGate): a fetch to the
+// broker holds it while in flight, so at most one is.
+func (s *KafkaSource) brokerGate(id int32) *brokerGate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.brokers[id]
-	if m == nil {
-		m = make(chan struct{}, 1)
-		s.brokers[id] = m
+	g := s.brokers[id]
+	if g == nil {
+		g = &brokerGate{}
+		s.brokers[id] = g
 	}
-	return m
+	return g
 }
 
 // forget drops the cached leader of tp so the next call refreshes it.

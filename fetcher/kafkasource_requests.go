@@ -29,19 +29,21 @@ func topicIndex[T any](ti map[string]int, topics *[]T, topic string, mk func() T
 }
 
 // fetchFrom sends the Fetch of parts[idx] to leader, at most one at a time
-// per broker, and fills out[idx]. A context that ends while it waits for the
-// broker's slot answers NETWORK_EXCEPTION for every partition, as a request the
+// per broker (brokerGate), and fills out[idx]. A context that ends while it
+// waits for the broker's gate answers NETWORK_EXCEPTION for every partition, as a request the
 // context cut short does.
 func (s *KafkaSource) fetchFrom(ctx context.Context, leader int32, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
-	slot := s.brokerSlot(leader)
-	select {
-	case slot <- struct{}{}:
-	case <-ctx.Done():
-		fillFetch(nil, ctx.Err(), nil, nil, idx, out)
+	fs := sessionFor(ctx, leader)
+	if s.cfg.DisableFetchSessions {
+		fs = nil
+	}
+	g := s.brokerGate(leader)
+	if err := g.acquire(ctx, fs != nil && fs.quickNext(parts, idx)); err != nil {
+		fillFetch(nil, err, nil, nil, idx, out)
 		return
 	}
-	defer func() { <-slot }()
-	if fs := sessionFor(ctx, leader); fs != nil && !s.cfg.DisableFetchSessions {
+	defer g.release()
+	if fs != nil {
 		s.fetchInSession(ctx, leader, fs, parts, infos, idx, out)
 		return
 	}

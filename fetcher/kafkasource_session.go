@@ -85,7 +85,7 @@ func sessionFor(ctx context.Context, broker int32) *fetchSession {
 
 // fetchSession is the client side of one broker's session: the id and the
 // epoch of the next request (sessionInitialEpoch: a full fetch), and each
-// partition as the broker holds it. Only the broker slot's holder uses it, under
+// partition as the broker holds it. Only the broker gate's holder uses it, under
 // mu (held for a whole exchange, so a reader, a test, sees a settled session).
 type fetchSession struct {
 	mu        sync.Mutex
@@ -200,7 +200,7 @@ func (s *KafkaSource) sessionRequest(fs *fetchSession, parts []FetchPartition, i
 	// broker does not hold for it yet, is answered at once rather than after
 	// a long poll: a start or restart of thousands of partitions then learns
 	// their offsets in one round of the fetchers that share each broker's
-	// slot, not one long poll each. Never two such fetches in a row, so a
+	// gate (brokerGate), not one long poll each. Never two such fetches in a row, so a
 	// partition that comes and goes cannot turn the long poll into a loop.
 	if added && !fs.lastQuick {
 		req.MaxWaitMillis = 0
@@ -208,6 +208,26 @@ func (s *KafkaSource) sessionRequest(fs *fetchSession, parts []FetchPartition, i
 	fs.lastQuick = req.MaxWaitMillis == 0
 	sr.req = req
 	return sr
+}
+
+// quickNext reports whether the next fetch of parts[idx] in fs is sent
+// without a long poll (sessionRequest): the first of the session's fetcher,
+// or one adding partitions, unless the last one was.
+func (fs *fetchSession) quickNext(parts []FetchPartition, idx []int) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.lastQuick {
+		return false
+	}
+	if fs.epoch == sessionInitialEpoch || fs.parts == nil {
+		return !fs.primed
+	}
+	for _, i := range idx {
+		if fs.parts[parts[i].TP()] == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // samePosition reports whether the broker holding a sends b's fetch as is.
@@ -223,7 +243,7 @@ func sessionError(code int16) bool {
 }
 
 // fetchInSession sends parts[idx] to leader in session fs (the caller holds
-// the broker's slot) and fills out[idx].
+// the broker's gate) and fills out[idx].
 func (s *KafkaSource) fetchInSession(ctx context.Context, leader int32, fs *fetchSession, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -344,15 +364,13 @@ func (s *KafkaSource) CloseFetchSessions(ctx context.Context, fs *FetchSessions)
 		if id == sessionlessID || ctx.Err() != nil {
 			continue
 		}
-		slot := s.brokerSlot(broker)
-		select {
-		case slot <- struct{}{}:
-		case <-ctx.Done():
+		g := s.brokerGate(broker)
+		if g.acquire(ctx, false) != nil {
 			return
 		}
 		req := s.newFetchRequest()
 		req.MaxWaitMillis, req.SessionID, req.SessionEpoch = 0, id, sessionFinalEpoch
 		_, _ = s.cl.Broker(int(broker)).Request(ctx, req)
-		<-slot
+		g.release()
 	}
 }
