@@ -341,8 +341,10 @@ func (l *FileLog) applyRecovery(rec recovery) error {
 		s.synced, s.syncedEnd = s.size, s.end
 	}
 	a := l.active()
-	if err := a.log.Sync(); err != nil {
-		return fmt.Errorf("fetcher: sync segment: %w", err)
+	if a.size > 0 || rec.cut != nil { // a new, empty segment has nothing to make durable
+		if err := a.log.Sync(); err != nil {
+			return fmt.Errorf("fetcher: sync segment: %w", err)
+		}
 	}
 	l.st.logEnd = max(a.end, l.st.logStart, rec.activeAt)
 	a.syncedEnd = l.st.logEnd

@@ -473,8 +473,20 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 	if err != nil {
 		return fail(err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
-	defer cancel()
+	// Each phase (the source's setup, the start, the idle window, the
+	// restart, the failover) has its own PhaseTimeout.
+	var cancels []context.CancelFunc
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	phase := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, cfg.PhaseTimeout)
+		cancels = append(cancels, cancel)
+		return c
+	}
+	pctx := phase()
 	topics, err := createSourceTopics(pctx, p.srcCl, "scale", run.Topics, per)
 	if err != nil {
 		return fail(err)
@@ -485,6 +497,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 	scaleLogf(cfg, "P=%d: source ready; StartMirrorTopics", partitions)
 
 	// Start.
+	pctx = phase()
 	t0 := time.Now()
 	if err := startTopics(pctx, p.dst, p.mirror, topics); err != nil {
 		return fail(err)
@@ -500,6 +513,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 	scaleLogf(cfg, "P=%d: all MIRRORING lag 0 %.2fs after the start; fds source %d dest %d", partitions, run.StartLagZeroSeconds, run.SourceFDs, run.DestFDs)
 
 	// Idle CPU.
+	pctx = phase()
 	su0, err1 := p.src.usage()
 	du0, err2 := p.dst_.usage()
 	select {
@@ -518,6 +532,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 	scaleLogf(cfg, "P=%d: idle CPU s/min source %.2f dest %.2f", partitions, run.SourceIdleCPUPerMinute, run.DestIdleCPUPerMinute)
 
 	// Restart of the destination.
+	pctx = phase()
 	port := portOf(p.dst_.addr)
 	t1 := time.Now()
 	p.dstKgo.Close()
@@ -541,6 +556,7 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 		run.ShutdownSeconds, run.RestartListenSeconds, run.RestartLagZeroSeconds)
 
 	// Failover.
+	pctx = phase()
 	t2 := time.Now()
 	if err := stopTopics(pctx, p.dst, p.mirror, topics); err != nil {
 		return fail(err)
