@@ -84,6 +84,9 @@ const (
 	groupsFile = "kmirror-groups.json"
 )
 
+// maxOpening bounds the FileLogs a LocalDestination opens at once (OpenFile).
+const maxOpening = 64
+
 // OpenFile opens (creating when needed) a file destination rooted at root.
 // clusterID identifies this destination cluster.
 //
@@ -114,7 +117,15 @@ func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDest
 	// segment files are opened on demand through opts.Files, by default the
 	// process-wide fetcher.DefaultFileCache).
 	opts.DirLockedByCaller = true
+	// At most maxOpening logs open at once: a restart's reconcilers open
+	// every partition together, and 100,000 opens at once pin more segment
+	// files than the FileCache may keep (its bound, from the descriptor
+	// limit, is then exceeded: EMFILE fails partitions that would have
+	// opened a moment later).
+	opening := make(chan struct{}, maxOpening)
 	d := newLocalDestination(clusterID, func(topic string, partition int32) (fetcher.Log, error) {
+		opening <- struct{}{}
+		defer func() { <-opening }()
 		return fetcher.OpenFileLog(fetcher.PartitionDir(root, topic, partition), opts)
 	})
 	d.root, d.rootLock = root, lock
