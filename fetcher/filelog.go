@@ -144,7 +144,7 @@ func (l *FileLog) writeCheckpointLocked() error {
 	if bytes.Equal(data, l.ckpt) {
 		return nil
 	}
-	if err := atomicfile.ReplaceUnsynced(l.dir, CheckpointFileName, data, 0o644); err != nil {
+	if err := withFileSlot(func() error { return atomicfile.ReplaceUnsynced(l.dir, CheckpointFileName, data, 0o644) }); err != nil {
 		return fmt.Errorf("fetcher: write %s: %w", CheckpointFileName, fileLimitError(err))
 	}
 	l.ckpt = data

@@ -139,7 +139,7 @@ func (l *FileLog) syncDirLocked() error {
 	if !l.dirUnsynced {
 		return nil
 	}
-	if err := atomicfile.SyncDir(l.dir); err != nil {
+	if err := withFileSlot(func() error { return atomicfile.SyncDir(l.dir) }); err != nil {
 		return fmt.Errorf("fetcher: sync dir: %w", fileLimitError(err))
 	}
 	l.dirUnsynced = false

@@ -52,9 +52,22 @@ func decodeMeta(data []byte) (logMeta, error) {
 	return m, nil
 }
 
+// smallFileSlots bounds the small-file writes (a temporary file and a
+// directory descriptor each) the process's FileLogs make at once: a stop of
+// 100,000 partitions wrote their recovery points together and ran out of
+// descriptors next to the FileCache's share; 256 at once keep the disk busy.
+var smallFileSlots = make(chan struct{}, 256)
+
+// withFileSlot runs fn holding one of smallFileSlots.
+func withFileSlot(fn func() error) error {
+	smallFileSlots <- struct{}{}
+	defer func() { <-smallFileSlots }()
+	return fn()
+}
+
 // writeFileAtomic replaces name in dir (atomicfile.WriteFile).
 func writeFileAtomic(dir, name string, data []byte) error {
-	if err := atomicfile.WriteFile(dir, name, data, 0o644); err != nil {
+	if err := withFileSlot(func() error { return atomicfile.WriteFile(dir, name, data, 0o644) }); err != nil {
 		return fmt.Errorf("fetcher: write %s: %w", name, fileLimitError(err))
 	}
 	return nil

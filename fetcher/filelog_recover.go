@@ -327,7 +327,7 @@ func (l *FileLog) applyRecovery(rec recovery) error {
 			return err
 		}
 	} else if len(rec.remove) > 0 {
-		if err := atomicfile.SyncDir(l.dir); err != nil {
+		if err := withFileSlot(func() error { return atomicfile.SyncDir(l.dir) }); err != nil {
 			return fmt.Errorf("fetcher: sync dir: %w", err)
 		}
 	}

@@ -106,7 +106,7 @@ func (l *FileLog) truncateLocked(offset int64) error {
 	if err := x.log.Sync(); err != nil {
 		return l.fail(fmt.Errorf("fetcher: sync segment: %w", err))
 	}
-	if err := atomicfile.SyncDir(l.dir); err != nil {
+	if err := withFileSlot(func() error { return atomicfile.SyncDir(l.dir) }); err != nil {
 		return l.fail(fmt.Errorf("fetcher: sync dir: %w", err))
 	}
 	x.size, x.synced, x.syncedEnd, l.unflushed = cutPos, cutPos, newEnd, 0
