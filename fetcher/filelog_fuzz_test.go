@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,7 +47,15 @@ func FuzzFileLogRecover(f *testing.F) {
 		claim := int(flushed)
 		if claim > 0 {
 			rp := encodeRecoveryPoint(recoveryPoint{active: segMark{0, int64(claim), 0}})
-			require.NoError(t, os.WriteFile(filepath.Join(dir, RecoveryPointFileName), rp, 0o644))
+			path := filepath.Join(dir, RecoveryPointFileName)
+			require.NoError(t, os.WriteFile(path, rp, 0o644))
+			// Older than the segment file: the claim is checked batch by
+			// batch. Written a clock tick after the segment, it would say
+			// the file was unchanged since it was fsynced, and the open
+			// would rightly skip the CRCs below it (the fabricated bytes
+			// were never appended, so nothing vouches for them).
+			old := time.Now().Add(-time.Hour)
+			require.NoError(t, os.Chtimes(path, old, old))
 		}
 		before := dirContents(t, dir)
 		opts := FileLogOptions{IndexIntervalBytes: 64, Fsync: FsyncNever}
