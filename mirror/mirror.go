@@ -33,6 +33,9 @@ type Mirror struct {
 	store coordinator.Store
 	eng   *reconcile.Engine // the reconcilers, mirror runtimes and sync loops
 	owned []io.Closer       // the default stores New opened (defaults.go), closed by Close
+	// stopDiscards unregisters reportDiscard from a destination that reports
+	// the removals of its log opens (nil when it does not; discard.go).
+	stopDiscards func()
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -64,6 +67,7 @@ func New(cfg Config, opts ...Option) (*Mirror, error) {
 		cancel()
 		return nil, err
 	}
+	m.watchDiscards()
 	for _, mi := range m.ctrl.Mirrors() {
 		m.ensureMirror(mi.Name)
 	}
@@ -144,6 +148,9 @@ func (m *Mirror) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	m.cancel()
+	if m.stopDiscards != nil {
+		m.stopDiscards()
+	}
 	return errors.Join(m.eng.Close(), m.coord.Close(), closeAll(m.owned))
 }
 

@@ -101,6 +101,13 @@ type Metrics interface {
 	// FidelityMismatch reports a mirrored batch at offset that differs from the
 	// source's; the partition goes FAILED with the mismatch as its cause.
 	FidelityMismatch(p PartitionRef, offset int64)
+	// LogRecoveryDiscard reports data the open of a destination log removed,
+	// of any partition, mirrored or not (a Mirror over a destination that
+	// tells, localdest.LocalDestination.OnDiscard): bytes from fromOffset on,
+	// up to toOffset (exclusive; -1 when unknown, a torn tail), either a torn
+	// tail past the log's flush point (repaired false) or a
+	// FileLogOptions.RepairCorruption cut (repaired true).
+	LogRecoveryDiscard(topic string, partition int32, fromOffset, toOffset, bytes int64, repaired bool)
 }
 
 // NopMetrics ignores every measurement. Embed it in a partial Metrics.
@@ -146,6 +153,9 @@ func (NopMetrics) FidelityVerified(PartitionRef, int64) {}
 
 // FidelityMismatch implements Metrics.
 func (NopMetrics) FidelityMismatch(PartitionRef, int64) {}
+
+// LogRecoveryDiscard implements Metrics.
+func (NopMetrics) LogRecoveryDiscard(string, int32, int64, int64, int64, bool) {}
 
 // TruncationRefused implements Metrics.
 func (NopMetrics) TruncationRefused(PartitionRef, int64) {}

@@ -71,6 +71,9 @@ type Metrics struct {
 	condCycles   *prometheus.CounterVec
 	verified     *prometheus.GaugeVec
 	mismatches   *prometheus.CounterVec
+	discards     *prometheus.CounterVec
+	discardBytes *prometheus.CounterVec
+	discardOffs  *prometheus.CounterVec
 }
 
 var _ mirror.Metrics = (*Metrics)(nil)
@@ -125,10 +128,13 @@ func New(namespace string, opts ...Opt) *Metrics {
 		condCycles:   counter("sync_condition_cycles_total", "Sync cycles in which a repeating condition held.", "mirror", "condition"),
 		verified:     gauge("partition_verified_offset", "The fidelity check found every mirrored batch below this offset identical to the source's (batch header and CRC-32C).", part...),
 		mismatches:   counter("fidelity_mismatches_total", "Mirrored batches found different from the source's by the fidelity check (the partition goes FAILED).", "mirror", "topic"),
+		discards:     counter("log_recovery_discards_total", "Removals of data by the open of a destination log, by kind (torn_tail: past the flush point; repaired: a RepairCorruption cut).", "topic", "kind"),
+		discardBytes: counter("log_recovery_discarded_bytes_total", "Bytes those removals took out of destination logs.", "topic", "kind"),
+		discardOffs:  counter("log_recovery_discarded_offsets_total", "Offsets those removals took out, where the batch headers tell (a torn tail's are not known).", "topic", "kind"),
 	}
 	c.reg.MustRegister(m.state, m.lagOffsets, m.lagSeconds, m.bytes, m.records, m.fetchLatency, m.fetchReqErrs,
 		m.fetchErrs, m.truncations, m.gapOffsets, m.localLost, m.refused, m.bumps, m.transitions, m.stopping, m.coordLatency, m.coordErrs,
-		m.adminReqs, m.adminLatency, m.condActive, m.condCycles, m.verified, m.mismatches)
+		m.adminReqs, m.adminLatency, m.condActive, m.condCycles, m.verified, m.mismatches, m.discards, m.discardBytes, m.discardOffs)
 	return m
 }
 
@@ -308,4 +314,17 @@ func (m *Metrics) TruncationRefused(p mirror.PartitionRef, _ int64) {
 // FidelityMismatch implements mirror.Metrics.
 func (m *Metrics) FidelityMismatch(p mirror.PartitionRef, _ int64) {
 	m.mismatches.WithLabelValues(p.Mirror, p.Topic).Inc()
+}
+
+// LogRecoveryDiscard implements mirror.Metrics.
+func (m *Metrics) LogRecoveryDiscard(topic string, _ int32, from, to, bytes int64, repaired bool) {
+	kind := "torn_tail"
+	if repaired {
+		kind = "repaired"
+	}
+	m.discards.WithLabelValues(topic, kind).Inc()
+	m.discardBytes.WithLabelValues(topic, kind).Add(float64(bytes))
+	if to > from {
+		m.discardOffs.WithLabelValues(topic, kind).Add(float64(to - from))
+	}
 }

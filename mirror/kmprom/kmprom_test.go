@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/kmirror/kmirror/mirror"
 	"github.com/kmirror/kmirror/mirror/adminhandler"
 	"github.com/kmirror/kmirror/mirror/kmprom"
+	"github.com/kmirror/kmirror/records"
 	"github.com/kmirror/kmirror/statemachine"
 )
 
@@ -247,4 +250,85 @@ func TestFidelitySeries(t *testing.T) {
 	require.Equal(t, 1.0, v)
 	mt.PartitionGone(p)
 	require.Equal(t, 0, testutil.CollectAndCount(mt.Registry(), "test_partition_verified_offset"))
+}
+
+// A Mirror over a file destination reports what the opens of its logs
+// removed, those before New (replayed) and after: a warning naming the
+// partition and the offsets, and the log_recovery series.
+func TestLogRecoveryDiscardSeries(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	d, err := mirror.OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	require.NoError(t, d.CreateTopic(ctx, mirror.TopicSpec{Name: "orders", TopicID: [16]byte{1}, Partitions: 2}))
+	var segs, sizes []int64
+	for p := int32(0); p < 2; p++ {
+		l, err := d.Log("orders", p)
+		require.NoError(t, err)
+		b, err := records.BuildBatch(records.BatchSpec{BaseOffset: 0, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]records.Record{{Value: []byte("v")}})
+		require.NoError(t, err)
+		require.NoError(t, l.Append(b))
+	}
+	require.NoError(t, d.Close())
+	tear := func(p int32, n int) {
+		seg := fetcher.PartitionDir(root, "orders", p) + "/00000000000000000000.log"
+		f, err := os.OpenFile(seg, os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		fi, err := f.Stat()
+		require.NoError(t, err)
+		segs, sizes = append(segs, fi.Size()), append(sizes, int64(n))
+		_, err = f.Write(make([]byte, n)) // a batch header cut short
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	tear(0, 20)
+	tear(1, 30)
+
+	d, err = mirror.OpenFileDestination(root, "dst", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	defer d.Close()
+	_, err = d.Log("orders", 0) // opened before the Mirror exists
+	require.NoError(t, err)
+	var logs strings.Builder
+	var logsMu sync.Mutex
+	mt := kmprom.New("test")
+	m, err := mirror.New(mirror.Config{Destination: d, SyncInterval: -1},
+		mirror.WithMetrics(mt), mirror.WithLogger(slog.New(slog.NewJSONHandler(lockedWriter{&logsMu, &logs}, nil))),
+		mirror.WithPeerFactory(func(string, mirror.MirrorConfig) (mirror.Peer, error) { return nil, nil }))
+	require.NoError(t, err)
+	_, err = d.Log("orders", 1)
+	require.NoError(t, err)
+
+	fams := series(t, mt)
+	v, ok := value(t, fams, "test_log_recovery_discards_total", map[string]string{"topic": "orders", "kind": "torn_tail"})
+	require.True(t, ok)
+	require.Equal(t, 2.0, v)
+	v, ok = value(t, fams, "test_log_recovery_discarded_bytes_total", map[string]string{"topic": "orders", "kind": "torn_tail"})
+	require.True(t, ok)
+	require.Equal(t, float64(sizes[0]+sizes[1]), v)
+	logsMu.Lock()
+	out := logs.String()
+	logsMu.Unlock()
+	for p := range 2 {
+		require.Contains(t, out, fmt.Sprintf(`"partition":%d,"file":%q,"position":%d,"from_offset":1,"to_offset":-1,"bytes":%d`,
+			p, fetcher.PartitionDir(root, "orders", int32(p))+"/00000000000000000000.log", segs[p], sizes[p]))
+	}
+	require.NoError(t, m.Close())
+	_, err = d.Log("orders", 1)
+	require.NoError(t, err)
+	v, _ = value(t, series(t, mt), "test_log_recovery_discards_total", map[string]string{"topic": "orders"})
+	require.Equal(t, 2.0, v, "a closed Mirror reports nothing more")
+}
+
+// lockedWriter serializes the writes of concurrent loggers.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

@@ -66,6 +66,10 @@ type LocalDestination struct {
 	replicationFactor atomic.Int32
 	pidMu             sync.Mutex  // serializes AllocateProducerIDs
 	pids              producerIDs // guarded by pidMu (producerids.go)
+	// discards is what the opens of the logs removed, discardFns who is told
+	// (OnDiscard); both guarded by mu (discard.go).
+	discards   []PartitionDiscard
+	discardFns []*discardHandler
 }
 
 type fileDestMeta struct {
@@ -326,16 +330,21 @@ func (d *LocalDestination) Log(topic string, partition int32) (fetcher.Log, erro
 	if err == nil && d.closed {
 		err = errors.Join(fetcher.ErrClosed, l.Close())
 	}
+	var report func()
 	if err == nil {
 		// The flag as it is now: SetReadOnly calls made during the open are in meta.
 		l.SetReadOnly(d.readOnlyLocked(roKey(topic, partition)))
 		d.logs[tp] = l
+		report = d.recordDiscardsLocked(topic, partition, l)
 	}
 	o.l, o.err = l, err
 	close(o.done)
 	d.mu.Unlock()
 	if err != nil {
 		return nil, err
+	}
+	if report != nil {
+		report()
 	}
 	return l, nil
 }
