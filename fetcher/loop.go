@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/kmirror/kmirror/epoch"
+	"github.com/kmirror/kmirror/internal/logsample"
 	"github.com/kmirror/kmirror/records"
 )
 
@@ -56,6 +58,9 @@ type Fetcher struct {
 	// sessions are the loop's incremental fetch sessions, one per source
 	// broker (KIP-227), put in the context of each of its fetches.
 	sessions FetchSessions
+	// sampled logs the failures of partitions, which a source outage makes
+	// together, within a bounded number of lines per second (nil: cfg.Logger).
+	sampled *logsample.Sampler
 
 	mu      sync.Mutex // guards the fields below
 	ops     []op
@@ -112,6 +117,7 @@ func NewFetcher(src Source, cfg Config) (*Fetcher, error) {
 	f := &Fetcher{
 		src: src, cfg: cfg, probe: probe, cancel: cancel, done: make(chan struct{}),
 		wake: make(chan struct{}, 1), status: make(map[TopicPartition]Status),
+		sampled: logsample.New(cfg.Logger, failedLogBurst, time.Second),
 	}
 	go f.run(ctx)
 	return f, nil
@@ -200,6 +206,9 @@ const sessionCloseTimeout = 2 * time.Second
 
 func (f *Fetcher) run(ctx context.Context) {
 	defer close(f.done)
+	if f.sampled != nil {
+		defer f.sampled.Close()
+	}
 	parts := make(map[TopicPartition]*partState)
 	var order []TopicPartition // deterministic fetch order
 	timer := time.NewTimer(time.Hour)
@@ -373,9 +382,17 @@ func (f *Fetcher) settle(ps *partState, parts map[TopicPartition]*partState) {
 	}
 }
 
+// failedLogBurst is how many "partition failed" lines a Fetcher logs per
+// second before it folds the rest into a summary line.
+const failedLogBurst = 10
+
 // fail stops ps with err, reports it and logs it.
 func (f *Fetcher) fail(ps *partState, err error) {
-	f.cfg.Logger.Error("partition failed", "partition", ps.tp.String(), "err", err)
+	if f.sampled != nil {
+		f.sampled.Log(context.Background(), slog.LevelError, "partition failed", "partition failed", "partition", ps.tp.String(), "err", err)
+	} else {
+		f.cfg.Logger.Error("partition failed", "partition", ps.tp.String(), "err", err)
+	}
 	f.publish(ps, err)
 	f.cfg.Events.OnFailed(ps.tp, err)
 	ps.log = nil

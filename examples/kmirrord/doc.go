@@ -60,7 +60,7 @@
 //     retry -mirror.failed.retry.initial.backoff.ms, -mirror.failed.retry.max.backoff.ms
 //     and -mirror.failed.retry.max.attempts (the prototype's names; a mirror's own
 //     configs of the same names override them, docs/CONFIG.md), -log-level,
-//     -log-format, -cpuprofile: see -help.
+//     -log-format, -cpuprofile, -memprofile: see -help.
 //
 // Its mirrors use mirror.New's defaults: a fetcher.KafkaSource and a sarama
 // source admin for the source cluster, and the admin-RPC peer (LME lookup)

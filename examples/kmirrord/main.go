@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ type options struct {
 	logLevel     slog.Level
 	logFormat    string
 	cpuProfile   string
+	memProfile   string
 	metrics      string // host:port of the Prometheus /metrics endpoint, "" for none
 	enforceACLs  bool
 	superUsers   []string
@@ -151,6 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to `file` until the daemon stops")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile (after a GC) to `file` when the daemon is told to stop, before it shuts down")
 	fs.IntVar(&o.fetchSessionSlots, "fetch-session-cache-slots", dataplane.DefaultFetchSessionCacheSlots,
 		"incremental fetch sessions (KIP-227) the data plane holds at once, as Kafka's max.incremental.fetch.session.cache.slots (`n`, 0: sessions off)")
 	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "authorize every request (the mirror RPCs and the data plane) with the site's ACLs: its own (CreateAcls) and those its mirrors synced (principals: see -sasl-mechanisms, -tls-client-ca)")
@@ -287,10 +290,12 @@ func newLogger(o *options, w io.Writer) *slog.Logger {
 
 // daemon is a started site: destination, Mirror, server and listener.
 type daemon struct {
-	log  *slog.Logger
-	dest *mirror.LocalDestination
-	m    *mirror.Mirror
-	dp   *dataplane.DataPlane
+	log *slog.Logger
+	// memProfile is -memprofile: where serve writes the heap profile when told to stop.
+	memProfile string
+	dest       *mirror.LocalDestination
+	m          *mirror.Mirror
+	dp         *dataplane.DataPlane
 	// groups is the mirror's view of the data plane's group membership,
 	// bound to dp once the listener is built.
 	groups *groupGuard
@@ -325,7 +330,7 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("kmirrord: open data directory: %w", err)
 	}
-	d := &daemon{log: log, dest: dest, done: make(chan error, 1)}
+	d := &daemon{log: log, dest: dest, memProfile: o.memProfile, done: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, d.close())
@@ -466,6 +471,15 @@ func (d *daemon) serve(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		d.log.Info("kmirrord stopping", "cause", context.Cause(ctx))
+		if d.memProfile != "" {
+			if err := writeHeapProfile(d.memProfile); err != nil {
+				d.log.Error("kmirrord: -memprofile", "err", err)
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			d.log.Info("kmirrord memory", "heap_inuse", ms.HeapInuse, "heap_retained", ms.HeapIdle-ms.HeapReleased,
+				"stack_inuse", ms.StackInuse, "runtime_other", ms.Sys-ms.HeapSys-ms.StackSys, "goroutines", runtime.NumGoroutine())
+		}
 	case serveErr = <-d.done:
 		d.served = true
 		d.log.Error("kmirrord: server failed", "err", serveErr)
@@ -540,6 +554,16 @@ func (d *daemon) close() error {
 		d.dest = nil
 	}
 	return errors.Join(errs...)
+}
+
+// writeHeapProfile writes the live heap, after a GC, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 }
 
 // startCPUProfile starts writing a CPU profile to path; the returned func

@@ -46,6 +46,11 @@ type ScaleConfig struct {
 	IdleWindow time.Duration
 	// PhaseTimeout bounds each measured phase (default 15 min).
 	PhaseTimeout time.Duration
+	// FlapAt are the partition counts whose run also measures a link flap
+	// (runFlap) after the restart (default 50000); FlapFreeze is how long
+	// the source is frozen (default 60 s).
+	FlapAt     []int
+	FlapFreeze time.Duration
 	// WorkDir holds the sites' data directories and logs (default: a temp
 	// directory, removed).
 	WorkDir string
@@ -64,7 +69,13 @@ type ScaleConfig struct {
 
 func (c *ScaleConfig) defaults() {
 	if len(c.Partitions) == 0 {
-		c.Partitions = []int{1000, 10000, 100000}
+		c.Partitions = []int{1000, 10000, 50000, 100000}
+	}
+	if c.FlapAt == nil {
+		c.FlapAt = []int{50000}
+	}
+	if c.FlapFreeze <= 0 {
+		c.FlapFreeze = time.Minute
 	}
 	if c.TopicPartitions <= 0 {
 		c.TopicPartitions = 500
@@ -125,6 +136,8 @@ type ScaleRun struct {
 	// the destination.
 	SourceIdleCPUPerMinute float64 `json:"source_idle_cpu_s_per_min"`
 	DestIdleCPUPerMinute   float64 `json:"dest_idle_cpu_s_per_min"`
+	// Flap is the link flap of this partition count (ScaleConfig.FlapAt).
+	Flap *ScaleFlap `json:"flap,omitempty"`
 	// Profiles are the CPU profiles written (paths as given).
 	Profiles []string `json:"profiles,omitempty"`
 	Error    string   `json:"error,omitempty"`
@@ -554,6 +567,12 @@ func runScaleOnce(ctx context.Context, cfg *ScaleConfig, partitions int) (run Sc
 	run.RestartLagZeroSeconds = d.Seconds()
 	scaleLogf(cfg, "P=%d: restart: shutdown %.2fs, listening %.2fs, all MIRRORING lag 0 %.2fs", partitions,
 		run.ShutdownSeconds, run.RestartListenSeconds, run.RestartLagZeroSeconds)
+
+	// Link flap.
+	if slices.Contains(cfg.FlapAt, partitions) {
+		flap := runFlap(phase(), cfg, p, topics, per, progress)
+		run.Flap = &flap
+	}
 
 	// Failover.
 	pctx = phase()

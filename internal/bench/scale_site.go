@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +30,7 @@ type scaleSite struct {
 	cmd            *exec.Cmd
 	exited         chan struct{}
 	addr           string
+	metricsAddr    string // the -metrics endpoint of the current run
 	started        time.Time
 	// peakKiB is the largest VmHWM seen over every run of the site.
 	peakKiB int64
@@ -47,9 +49,11 @@ func (s *scaleSite) start(ctx context.Context, port string, profile string) (tim
 	if err != nil {
 		return 0, fmt.Errorf("bench: %w", err)
 	}
-	args := []string{"-listen", "127.0.0.1:" + port, "-data", s.dir, "-cluster-id", "scale-" + s.name, "-log-format", "json"}
+	args := []string{"-listen", "127.0.0.1:" + port, "-data", s.dir, "-cluster-id", "scale-" + s.name, "-log-format", "json",
+		"-metrics", "127.0.0.1:0"}
 	if profile != "" {
-		args = append(args, "-cpuprofile", profile)
+		// and the heap as the site is told to stop (its live partitions' memory)
+		args = append(args, "-cpuprofile", profile, "-memprofile", strings.TrimSuffix(profile, ".pprof")+"-heap.pprof")
 	}
 	s.profile = profile
 	cmd := exec.Command(s.bin, args...)
@@ -64,7 +68,7 @@ func (s *scaleSite) start(ctx context.Context, port string, profile string) (tim
 		return 0, fmt.Errorf("bench: start kmirrord: %w", err)
 	}
 	s.cmd, s.exited = cmd, make(chan struct{})
-	listening := make(chan string, 1)
+	listening, metrics := make(chan string, 1), make(chan string, 1)
 	go func() {
 		defer close(s.exited)
 		defer logFile.Close()
@@ -74,6 +78,9 @@ func (s *scaleSite) start(ctx context.Context, port string, profile string) (tim
 			var l struct {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "kmirrord metrics" {
+				metrics <- l.Addr
 			}
 			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "kmirrord listening" {
 				select {
@@ -87,6 +94,11 @@ func (s *scaleSite) start(ctx context.Context, port string, profile string) (tim
 	}()
 	select {
 	case s.addr = <-listening:
+		select {
+		case s.metricsAddr = <-metrics: // logged before listening
+		default:
+			s.metricsAddr = ""
+		}
 		return time.Since(s.started), nil
 	case <-s.exited:
 		return 0, fmt.Errorf("%w (%s, see %s.log)", errSiteExited, s.name, s.name)
@@ -151,6 +163,14 @@ type partitionCounts struct {
 	total, inState, lagZero, withData int
 	failed                            int
 	firstError                        string
+	// unreachable counts the partitions whose describe shows their source
+	// unreachable (SourceErrorCode) or that are FAILED; freshLagZero those
+	// at lag 0 whose source offset was read at or after freshSince.
+	unreachable, freshLagZero int
+	// atTwo counts the MIRRORING partitions whose destination and source
+	// offsets are both 2, overTwo the partitions whose destination offset is
+	// above 2 (with two records produced: one copied twice).
+	atTwo, overTwo int
 }
 
 // describeCounts describes mirror and counts the partitions in state want,
@@ -158,6 +178,12 @@ type partitionCounts struct {
 // for MIRRORING partitions), and those with a destination offset above 0.
 // topics, when not nil, restricts the count to those topics.
 func describeCounts(ctx context.Context, cl *admin.Client, mirror string, want statemachine.State, topics map[string]bool) (partitionCounts, error) {
+	return describeCountsSince(ctx, cl, mirror, want, topics, time.Time{})
+}
+
+// describeCountsSince is describeCounts that also counts freshLagZero: the
+// partitions at lag 0 whose source offset was read at or after since.
+func describeCountsSince(ctx context.Context, cl *admin.Client, mirror string, want statemachine.State, topics map[string]bool, since time.Time) (partitionCounts, error) {
 	req := admin.NewPtrDescribeClusterMirrorsRequest()
 	req.MirrorNames = []string{mirror}
 	req.IncludeMirrorStates, req.IncludeMirrorLags = true, true
@@ -182,7 +208,19 @@ func describeCounts(ctx context.Context, cl *admin.Client, mirror string, want s
 					c.inState++
 					if st == statemachine.Mirroring && p.SourceOffset >= 0 && p.DestinationOffset == p.SourceOffset {
 						c.lagZero++
+						if p.SourceOffsetTimestamp >= since.UnixMilli() {
+							c.freshLagZero++
+						}
+						if p.SourceOffset == 2 {
+							c.atTwo++
+						}
 					}
+				}
+				if p.DestinationOffset > 2 {
+					c.overTwo++
+				}
+				if st == statemachine.Failed || p.SourceErrorCode != 0 {
+					c.unreachable++
 				}
 				if st == statemachine.Failed {
 					c.failed++
@@ -204,10 +242,16 @@ func describeCounts(ctx context.Context, cl *admin.Client, mirror string, want s
 // sample is called at every poll (RSS sampling).
 func waitCounts(ctx context.Context, cl *admin.Client, mirror string, want statemachine.State, topics map[string]bool,
 	poll time.Duration, since time.Time, sample func(), progress func(string, ...any), done func(partitionCounts) bool) (time.Duration, partitionCounts, error) {
+	return waitCountsFresh(ctx, cl, mirror, want, topics, time.Time{}, poll, since, sample, progress, done)
+}
+
+// waitCountsFresh is waitCounts whose counts hold freshLagZero since fresh.
+func waitCountsFresh(ctx context.Context, cl *admin.Client, mirror string, want statemachine.State, topics map[string]bool, fresh time.Time,
+	poll time.Duration, since time.Time, sample func(), progress func(string, ...any), done func(partitionCounts) bool) (time.Duration, partitionCounts, error) {
 	var last partitionCounts
 	var logged time.Time
 	for {
-		c, err := describeCounts(ctx, cl, mirror, want, topics)
+		c, err := describeCountsSince(ctx, cl, mirror, want, topics, fresh)
 		if sample != nil {
 			sample()
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/logsample"
 	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/mirror/dest"
 	"github.com/kmirror/kmirror/mirror/metasync"
@@ -17,7 +18,10 @@ import (
 // mirror, and their metadata-sync loops. Safe for concurrent use; Close stops every
 // goroutine it started.
 type Engine struct {
-	log       *slog.Logger
+	log *slog.Logger
+	// sampled logs what can happen to every partition at once (FAILED on a
+	// source outage) within a bounded number of lines per second.
+	sampled   *logsample.Sampler
 	dest      dest.Destination
 	ctrl      ControllerView
 	coord     Coordinator
@@ -47,13 +51,17 @@ type Engine struct {
 	changeCh chan struct{} // closed and replaced on every actual-state change
 }
 
+// sampledBurst is how many lines per second and kind Engine.sampled logs
+// before it folds the rest into a summary line.
+const sampledBurst = 10
+
 // New builds an Engine over d. It starts nothing: EnsureMirror and SyncTopic do.
 func New(d Deps) (*Engine, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{log: d.Logger, dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
+	return &Engine{log: d.Logger, sampled: logsample.New(d.Logger, sampledBurst, time.Second), dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
 		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, recordID: d.SourceClusterID, metrics: d.Metrics, events: d.Events, removals: d.Removals,
 		clearApproval: d.ClearApproval, clock: d.Clock, cfg: d.Config, ctx: ctx, cancel: cancel,
 		mirrors: map[string]*Runtime{}, parts: map[dest.TopicPartition]*Partition{}, changeCh: make(chan struct{})}, nil
@@ -94,6 +102,7 @@ func (e *Engine) Close() error {
 	for _, mr := range mirrors {
 		errs = append(errs, mr.close())
 	}
+	e.sampled.Close()
 	return errors.Join(errs...)
 }
 

@@ -476,7 +476,7 @@ func (r *Partition) write(to statemachine.State, ev statemachine.Event) writeOut
 		r.observeTransition(from, to)
 		r.e.events(StateChange{Mirror: r.mirror, Topic: r.topic, Partition: r.partition, From: from, To: to, Reason: reason, Cause: cause})
 		if to == statemachine.Failed {
-			r.e.log.Warn("mirror: partition FAILED", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "reason", reason)
+			r.e.sampled.Log(r.ctx, slog.LevelWarn, "failed/"+r.mirror, "mirror: partition FAILED", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "reason", reason)
 		} else {
 			r.e.log.Debug("mirror: partition state", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "from", from, "to", to)
 		}

@@ -68,7 +68,9 @@ func run() (code int) {
 	latChart := fs.String("latency-chart", "docs/bench/latency.png", "latency: PNG chart (empty: none)")
 	appenders := fs.Int("kmirror-appenders", 0, "latency: fetcher Appenders of kmirror (0: GOMAXPROCS)")
 	scale := fs.Bool("scale", false, "run the scale benchmark (a kmirrord site mirroring many partitions from another) instead")
-	scaleParts := fs.String("scale-partitions", "1000,10000,100000", "scale: partition counts measured, comma-separated")
+	scaleParts := fs.String("scale-partitions", "1000,10000,50000,100000", "scale: partition counts measured, comma-separated")
+	scaleFlapAt := fs.String("scale-flap-partitions", "50000", "scale: partition counts whose run also freezes the source for -scale-flap-freeze (a link flap), comma-separated (empty: none)")
+	scaleFlapFreeze := fs.Duration("scale-flap-freeze", time.Minute, "scale: how long the link flap freezes the source (SIGSTOP)")
 	scaleTopicParts := fs.Int("scale-topic-partitions", 500, "scale: partitions per source topic")
 	scaleMiB := fs.Int("scale-throughput-mb", 256, "scale: MiB of values copied through 6 and through 1,000 partitions (negative: skip)")
 	scaleIdle := fs.Duration("scale-idle", 20*time.Second, "scale: window of the idle CPU measurement")
@@ -107,17 +109,13 @@ func run() (code int) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *scale {
-		var parts []int
-		for _, f := range splitList(*scaleParts) {
-			n, err := strconv.Atoi(f)
-			if err != nil || n < 1 {
-				fmt.Fprintf(os.Stderr, "bench: -scale-partitions: %q is not a positive count\n", f)
-				return 2
-			}
-			parts = append(parts, n)
+		parts, ok := positiveCounts("-scale-partitions", *scaleParts)
+		flapAt, ok2 := positiveCounts("-scale-flap-partitions", *scaleFlapAt)
+		if !ok || !ok2 {
+			return 2
 		}
 		sc := bench.ScaleConfig{Kmirrord: *scaleBin, Partitions: parts, TopicPartitions: *scaleTopicParts, ThroughputMiB: *scaleMiB,
-			IdleWindow: *scaleIdle, PhaseTimeout: *scalePhase, WorkDir: *workDir, ProfileDir: *profile, Destination: *scaleDest,
+			IdleWindow: *scaleIdle, PhaseTimeout: *scalePhase, FlapAt: flapAt, FlapFreeze: *scaleFlapFreeze, WorkDir: *workDir, ProfileDir: *profile, Destination: *scaleDest,
 			ResultsJSON: *scaleJSON, Markdown: *md, Chart: *scaleChart, Command: cfg.Command, Log: cfg.Log}
 		return runScale(ctx, sc, *render)
 	}
@@ -217,6 +215,21 @@ func runLatency(ctx context.Context, lc bench.LatencyConfig, rates, contenders, 
 		}
 	}
 	return 0
+}
+
+// positiveCounts parses a comma-separated list of positive counts (flag
+// name for the error printed); empty is an empty, non-nil list.
+func positiveCounts(name, list string) ([]int, bool) {
+	out := []int{}
+	for _, f := range splitList(list) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: %s: %q is not a positive count\n", name, f)
+			return nil, false
+		}
+		out = append(out, n)
+	}
+	return out, true
 }
 
 // runScale runs (or, with render, re-renders) the scale benchmark.
