@@ -42,6 +42,13 @@ type KafkaSourceConfig struct {
 	// (SessionEpoch -1), even under WithFetchSessions: for sources whose
 	// sessions misbehave, and to measure what sessions save.
 	DisableFetchSessions bool
+	// FetchConnections bounds the connections to each broker the fetch
+	// loops' Fetch requests go on (default DefaultFetchConnections; 1: all on
+	// the metadata client's). Each loop (a Fetcher, with its FetchSessions)
+	// keeps one; loops beyond the bound share them. A broker serves one
+	// connection's requests one after the other, so loops sharing a
+	// connection wait for each other's long polls.
+	FetchConnections int
 }
 
 // Validate checks the configuration.
@@ -52,7 +59,7 @@ func (c KafkaSourceConfig) Validate() error {
 	if c.IsolationLevel != ReadUncommitted && c.IsolationLevel != ReadCommitted {
 		return fmt.Errorf("fetcher: invalid isolation level %d", c.IsolationLevel)
 	}
-	if c.MaxWait < 0 || c.MinBytes < 0 || c.MaxBytes < 0 || c.MetadataMinAge < 0 {
+	if c.MaxWait < 0 || c.MinBytes < 0 || c.MaxBytes < 0 || c.MetadataMinAge < 0 || c.FetchConnections < 0 {
 		return errors.New("fetcher: negative KafkaSourceConfig value")
 	}
 	return nil
@@ -71,7 +78,8 @@ const (
 // through a kgo client to each partition's leader: Fetch (v12+, with
 // LastFetchedEpoch and CurrentLeaderEpoch, record batches kept as raw bytes),
 // OffsetForLeaderEpoch (v4) and ListOffsets, with leaders and leader epochs
-// from Metadata requests. At most one Fetch is in flight per source broker.
+// from Metadata requests. At most one Fetch is in flight per source broker and fetch connection
+// (KafkaSourceConfig.FetchConnections).
 // A Fetch whose context carries FetchSessions (a Fetcher's own) runs in an
 // incremental fetch session with each broker (KIP-227,
 // kafkasource_session.go); others are sessionless. It is safe for concurrent
@@ -79,10 +87,16 @@ const (
 type KafkaSource struct {
 	cl  *kgo.Client
 	cfg KafkaSourceConfig
+	// main is the lane of cl's own fetch connections (kafkasource_lanes.go).
+	main *fetchLane
 
-	mu      sync.Mutex // guards the fields below
-	topics  map[string]*topicMeta
-	brokers map[int32]*brokerGate // one per broker: the fetch in flight to it
+	mu     sync.Mutex // guards the fields below
+	topics map[string]*topicMeta
+	// lanes are the fetch lanes made beyond main, nextLane the next one to
+	// give a fetch loop; closed is set by Close.
+	lanes    []*fetchLane
+	nextLane int
+	closed   bool
 	// refreshing holds the Metadata request in flight for each topic: a refresh of
 	// the same topic meanwhile waits for its answer instead of sending its own, so
 	// the reconcilers of a topic's P partitions starting at once send one request,
@@ -120,16 +134,27 @@ func NewKafkaSource(cfg KafkaSourceConfig) (*KafkaSource, error) {
 	if cfg.MetadataMinAge == 0 {
 		cfg.MetadataMinAge = 100 * time.Millisecond
 	}
+	if cfg.FetchConnections == 0 {
+		cfg.FetchConnections = DefaultFetchConnections
+	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.SeedBrokers...)}, cfg.ClientOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fetcher: kafka source client: %w", err)
 	}
-	return &KafkaSource{cl: cl, cfg: cfg, topics: make(map[string]*topicMeta), brokers: make(map[int32]*brokerGate)}, nil
+	return &KafkaSource{cl: cl, cfg: cfg, main: &fetchLane{cl: cl, brokers: map[int32]*brokerGate{}}, topics: make(map[string]*topicMeta)}, nil
 }
 
-// Close closes the client.
+// Close closes the clients.
 func (s *KafkaSource) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	lanes := s.lanes
+	s.lanes = nil
+	s.mu.Unlock()
+	for _, l := range lanes {
+		l.cl.Close()
+	}
 	s.cl.Close()
 	return nil
 }
@@ -284,18 +309,10 @@ func (s *KafkaSource) leaders(ctx context.Context, tps []TopicPartition) (groups
 	return groups, infos, noLeader
 }
 
-// brokerGate returns the gate of broker id (brokerGate): a fetch to the
-// broker holds it while in flight, so at most one is.
-func (s *KafkaSource) brokerGate(id int32) *brokerGate {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.brokers[id]
-	if g == nil {
-		g = &brokerGate{}
-		s.brokers[id] = g
-	}
-	return g
-}
+// brokerGate returns the gate of broker id on the main lane (brokerGate):
+// a fetch to the broker on cl's connection holds it while in flight, so at
+// most one is.
+func (s *KafkaSource) brokerGate(id int32) *brokerGate { return s.main.gate(id) }
 
 // forget drops the cached leader of tp so the next call refreshes it.
 func (s *KafkaSource) forget(tp TopicPartition) {

@@ -33,22 +33,24 @@ func topicIndex[T any](ti map[string]int, topics *[]T, topic string, mk func() T
 // waits for the broker's gate answers NETWORK_EXCEPTION for every partition, as a request the
 // context cut short does.
 func (s *KafkaSource) fetchFrom(ctx context.Context, leader int32, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
+	loop, _ := ctx.Value(fetchSessionsKey{}).(*FetchSessions)
+	lane := s.laneFor(loop)
 	fs := sessionFor(ctx, leader)
 	if s.cfg.DisableFetchSessions {
 		fs = nil
 	}
-	g := s.brokerGate(leader)
+	g := lane.gate(leader)
 	if err := g.acquire(ctx, fs != nil && fs.quickNext(parts, idx)); err != nil {
 		fillFetch(nil, err, nil, nil, idx, out)
 		return
 	}
 	defer g.release()
 	if fs != nil {
-		s.fetchInSession(ctx, leader, fs, parts, infos, idx, out)
+		s.fetchInSession(ctx, lane.cl, leader, fs, parts, infos, idx, out)
 		return
 	}
 	req, where, byID := s.fetchRequest(parts, infos, idx)
-	resp, err := s.cl.Broker(int(leader)).Request(ctx, req)
+	resp, err := lane.cl.Broker(int(leader)).Request(ctx, req)
 	fillFetch(resp, err, where, byID, idx, out)
 }
 

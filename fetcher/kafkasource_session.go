@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/records"
@@ -53,6 +54,7 @@ const (
 type FetchSessions struct {
 	mu       sync.Mutex
 	byBroker map[int32]*fetchSession
+	lane     *fetchLane // the connections its fetches go on (KafkaSource.laneFor)
 }
 
 type fetchSessionsKey struct{}
@@ -244,12 +246,12 @@ func sessionError(code int16) bool {
 
 // fetchInSession sends parts[idx] to leader in session fs (the caller holds
 // the broker's gate) and fills out[idx].
-func (s *KafkaSource) fetchInSession(ctx context.Context, leader int32, fs *fetchSession, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
+func (s *KafkaSource) fetchInSession(ctx context.Context, cl *kgo.Client, leader int32, fs *fetchSession, parts []FetchPartition, infos []PartitionInfo, idx []int, out []FetchResult) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		sr := s.sessionRequest(fs, parts, infos, idx)
-		resp, err := s.cl.Broker(int(leader)).Request(ctx, sr.req)
+		resp, err := cl.Broker(int(leader)).Request(ctx, sr.req)
 		fr, ok := resp.(*kmsg.FetchResponse)
 		if err != nil || !ok {
 			// The broker may or may not have applied the request: close
@@ -353,6 +355,7 @@ type FetchSessionCloser interface {
 // ctx; fs is empty afterwards. Failures are ignored: the broker evicts what it
 // still holds.
 func (s *KafkaSource) CloseFetchSessions(ctx context.Context, fs *FetchSessions) {
+	lane := s.laneFor(fs)
 	fs.mu.Lock()
 	byBroker := fs.byBroker
 	fs.byBroker = nil
@@ -364,13 +367,13 @@ func (s *KafkaSource) CloseFetchSessions(ctx context.Context, fs *FetchSessions)
 		if id == sessionlessID || ctx.Err() != nil {
 			continue
 		}
-		g := s.brokerGate(broker)
+		g := lane.gate(broker)
 		if g.acquire(ctx, false) != nil {
 			return
 		}
 		req := s.newFetchRequest()
 		req.MaxWaitMillis, req.SessionID, req.SessionEpoch = 0, id, sessionFinalEpoch
-		_, _ = s.cl.Broker(int(broker)).Request(ctx, req)
+		_, _ = lane.cl.Broker(int(broker)).Request(ctx, req)
 		g.release()
 	}
 }
