@@ -48,6 +48,11 @@ type Metrics struct {
 
 	reg *prometheus.Registry
 
+	// states is the state each partition's partition_state series names
+	// (PartitionState), guarded by statesMu.
+	statesMu sync.Mutex
+	states   map[mirror.PartitionRef]statemachine.State
+
 	state        *prometheus.GaugeVec
 	lagOffsets   *prometheus.GaugeVec
 	lagSeconds   *lagCollector
@@ -104,6 +109,7 @@ func New(namespace string, opts ...Opt) *Metrics {
 	}
 	m := &Metrics{
 		reg:        c.reg,
+		states:     map[mirror.PartitionRef]statemachine.State{},
 		state:      gauge("partition_state", "1 for the actual state of each mirror partition owned by this instance.", append(part, "state")...),
 		lagOffsets: gauge("partition_lag_offsets", "Source high watermark minus destination log end offset, after the last fetch response; absent when unknown.", part...),
 		lagSeconds: newLagCollector(prometheus.BuildFQName(namespace, "", "partition_lag_seconds"),
@@ -150,19 +156,32 @@ func partLabels(p mirror.PartitionRef) prometheus.Labels {
 	return prometheus.Labels{"mirror": p.Mirror, "topic": p.Topic, "partition": strconv.Itoa(int(p.Partition))}
 }
 
-// PartitionState implements mirror.Metrics: the series of the partition's other states
-// are removed.
+// PartitionState implements mirror.Metrics: the series of the partition's other state
+// is removed. The state each partition's series names is kept (states), so that the
+// removal is one exact delete, not a scan of every partition's series.
 func (m *Metrics) PartitionState(p mirror.PartitionRef, s statemachine.State) {
-	m.state.DeletePartialMatch(partLabels(p))
 	l := partLabels(p)
 	l["state"] = s.String()
+	m.statesMu.Lock()
+	defer m.statesMu.Unlock()
+	if old, ok := m.states[p]; ok && old != s {
+		m.state.Delete(prometheus.Labels{"mirror": p.Mirror, "topic": p.Topic, "partition": l["partition"], "state": old.String()})
+	}
+	m.states[p] = s
 	m.state.With(l).Set(1)
 }
 
 // PartitionGone implements mirror.Metrics.
 func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
 	l := partLabels(p)
-	m.state.DeletePartialMatch(l)
+	m.statesMu.Lock()
+	if old, ok := m.states[p]; ok {
+		sl := partLabels(p)
+		sl["state"] = old.String()
+		m.state.Delete(sl)
+		delete(m.states, p)
+	}
+	m.statesMu.Unlock()
 	m.lagOffsets.Delete(l)
 	m.lagSeconds.delete(p)
 	m.verified.Delete(l)

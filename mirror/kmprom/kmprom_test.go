@@ -332,3 +332,19 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.w.Write(p)
 }
+
+// BenchmarkPartitionStateAtScale is one state change of a partition among
+// 10,000 with a state series each: an exact delete of the old series, not a
+// scan of the others (which made P state changes cost P² label matches).
+func BenchmarkPartitionStateAtScale(b *testing.B) {
+	mt := kmprom.New("bench")
+	const n = 10000
+	for i := range n {
+		mt.PartitionState(mirror.PartitionRef{Mirror: "m", Topic: "t", Partition: int32(i)}, statemachine.Mirroring)
+	}
+	states := []statemachine.State{statemachine.Stopping, statemachine.Stopped}
+	b.ResetTimer()
+	for i := range b.N {
+		mt.PartitionState(mirror.PartitionRef{Mirror: "m", Topic: "t", Partition: int32(i % n)}, states[i%2])
+	}
+}
