@@ -23,6 +23,9 @@ type partitionHealth struct {
 	fetchStart atomic.Int64 // Unix nanoseconds of the last start of the partition's fetcher; 0 = none
 	lastTs     atomic.Int64 // largest batch MaxTimestamp (Unix ms) this owner mirrored; -1 = none
 	problem    atomic.Pointer[sourceProblem]
+	// reported is the lag last passed to Metrics.Lag (reportedLag), so that an
+	// idle partition's responses, the same lag each time, do not report it again.
+	reported atomic.Pointer[reportedLag]
 
 	stoppingSince time.Time // when this owner wrote STOPPING; zero otherwise
 }
@@ -32,6 +35,12 @@ type partitionHealth struct {
 type sourceProblem struct {
 	since time.Time
 	err   error
+}
+
+// reportedLag is one Metrics.Lag call's arguments.
+type reportedLag struct {
+	offsets int64
+	upTo    time.Time
 }
 
 func (h *partitionHealth) init() { h.lastTs.Store(-1) }
@@ -78,6 +87,10 @@ func (r *Partition) observeProgress(p fetcher.Progress) {
 	if ts := h.lastTs.Load(); ts >= 0 {
 		upTo = time.UnixMilli(ts)
 	}
+	if last := h.reported.Load(); last != nil && last.offsets == p.Lag && last.upTo.Equal(upTo) {
+		return // what the metrics hold: an idle partition's answers cost no metrics call
+	}
+	h.reported.Store(&reportedLag{offsets: p.Lag, upTo: upTo})
 	mt.Lag(r.ref(), p.Lag, upTo)
 }
 
@@ -105,6 +118,7 @@ func (r *Partition) observeSourceError(err error) {
 // PAUSED partition, reaches the source again, or the partition stops.
 func (r *Partition) fetcherStopped() {
 	r.srcHW.Store(-1)
+	r.health.reported.Store(&reportedLag{offsets: -1})
 	r.metrics().Lag(r.ref(), -1, time.Time{})
 }
 
