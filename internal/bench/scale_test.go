@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -56,4 +57,54 @@ func TestScaleGoals(t *testing.T) {
 	png, err := ScaleChart(rep)
 	require.NoError(t, err)
 	require.NotEmpty(t, png)
+}
+
+// TestScaleFlapGoal: the link flap is judged at 50,000 partitions, met only
+// when the recovery is within 10 s and both sites then hold the same offsets;
+// its row shows the freeze's rates, and a failed flap its error.
+func TestScaleFlapGoal(t *testing.T) {
+	flap := &ScaleFlap{FreezeSeconds: 60, FetchesPerSecond: 0.2, ErrorsPerSecond: 0.2, LogLinesPerSecond: 2.5, LogLinesMaxSecond: 60,
+		OutageShown: 50000, Partitions: 50000, DestFDsBefore: 10000, DestFDsDuring: 10001, RecoverySeconds: 4.2, VerifiedSeconds: 1.1, Exact: true}
+	rep := &ScaleReport{Runs: []ScaleRun{{Partitions: 50000, Flap: flap}, {Partitions: 1000, Flap: &ScaleFlap{Error: "bench: boom"}}}}
+	goal := func() ScaleGoal {
+		for _, g := range scaleGoals(rep) {
+			if strings.HasPrefix(g.Name, "link flap") {
+				return g
+			}
+		}
+		t.Fatal("no link flap goal")
+		return ScaleGoal{}
+	}
+	g := goal()
+	require.True(t, g.Measured)
+	require.True(t, g.Reached)
+	require.Equal(t, 4.2, g.Value)
+	flap.Exact = false
+	require.False(t, goal().Reached, "offsets that differ miss the goal")
+	flap.Exact, flap.RecoverySeconds = true, 12
+	require.Equal(t, "missed by 2.0 s (1.2× the target)", goal().missedBy())
+
+	rep.Goals = scaleGoals(rep)
+	md := ScaleMarkdownSection(rep)
+	require.Contains(t, md, "| 50000 partitions | 60 | 0.2 (0.2) | 2.5 (60) | 50000 of 50000 | 10000 → 10001 | 12.00 | 1.10 | true |")
+	require.Contains(t, md, "| 1000 partitions | failed: bench: boom |")
+}
+
+// countLines counts the lines of a byte range, the most in one second and
+// the lines by message.
+func TestCountLines(t *testing.T) {
+	path := t.TempDir() + "/dest.log"
+	log := `{"time":"2026-12-03T11:00:00.1Z","msg":"before"}
+{"time":"2026-12-03T11:00:01.1Z","msg":"a"}
+{"time":"2026-12-03T11:00:01.5Z","msg":"a"}
+{"time":"2026-12-03T11:00:02.0Z","msg":"b"}
+gc 1 @0.1s
+`
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o644))
+	from := int64(strings.Index(log, "\n") + 1)
+	n, most, msgs, err := countLines(path, from, int64(len(log)))
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	require.Equal(t, 2, most)
+	require.Equal(t, map[string]int{"a": 2, "b": 1, "(not JSON)": 1}, msgs)
 }
