@@ -211,6 +211,10 @@ func testCtx(t testing.TB) context.Context {
 // every state change or log progress of m.
 func waitCond(t testing.TB, ctx context.Context, m *Mirror, what string, cond func() bool) {
 	t.Helper()
+	// Changed covers states and log progress, not everything a condition may
+	// read (the destination's read-only flags): re-check now and then too.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		ch := m.Changed()
 		if cond() {
@@ -218,6 +222,7 @@ func waitCond(t testing.TB, ctx context.Context, m *Mirror, what string, cond fu
 		}
 		select {
 		case <-ch:
+		case <-tick.C:
 		case <-ctx.Done():
 			require.FailNow(t, "timed out waiting for "+what)
 		}

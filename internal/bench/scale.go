@@ -35,7 +35,7 @@ type ScaleConfig struct {
 	// 500): P partitions are P/TopicPartitions topics.
 	TopicPartitions int
 	// ThroughputMiB is how many MiB of record values the throughput
-	// comparison copies through 6 and through 1,000 partitions (default 256;
+	// comparison copies through 6 and through 1,000 partitions (default 2048;
 	// 0 after defaults: skipped when negative).
 	ThroughputMiB int
 	// Poll is the describe interval of every wait (default 250 ms); the
@@ -81,7 +81,7 @@ func (c *ScaleConfig) defaults() {
 		c.TopicPartitions = 500
 	}
 	if c.ThroughputMiB == 0 {
-		c.ThroughputMiB = 256
+		c.ThroughputMiB = 2048
 	}
 	if c.Poll <= 0 {
 		c.Poll = 250 * time.Millisecond

@@ -73,7 +73,9 @@ func (r *Partition) observeProgress(p fetcher.Progress) {
 	now := r.e.clock()
 	h := &r.health
 	h.lastFetch.Store(now.UnixNano())
-	h.problem.Store(nil)
+	if h.problem.Swap(nil) != nil {
+		r.mr.gate.sourceBack() // the source answers again: its FAILED partitions retry now
+	}
 	for ts := h.lastTs.Load(); p.MaxTimestamp > ts; ts = h.lastTs.Load() {
 		if h.lastTs.CompareAndSwap(ts, p.MaxTimestamp) {
 			break

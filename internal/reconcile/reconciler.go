@@ -73,6 +73,7 @@ type Partition struct {
 	bumped       int32
 	retryAt      *time.Timer
 	retryC       <-chan time.Time
+	backC        <-chan struct{} // closed when the mirror's source is back (retryGate.waitBack)
 	retryBO      time.Duration
 	attempts     int  // automatic FAILED retries so far (RetryAttempt)
 	nonRetryable bool // the FAILED state is not retried (RetryAttempt -1)
@@ -197,8 +198,10 @@ func (r *Partition) run() {
 		case <-r.ctx.Done():
 			return
 		case <-r.wake:
+		case <-r.backC:
+			r.sourceIsBack()
 		case <-r.retryC:
-			r.retryC = nil
+			r.retryC, r.backC = nil, nil
 			if ev := r.retryEvent; ev != nil {
 				r.retryEvent = nil
 				r.push(ev)

@@ -36,7 +36,16 @@ type retryGate struct {
 	spread time.Duration
 	now    func() time.Time
 	jitter func(n int64) int64 // uniform in [0, n)
+	// back is closed, and replaced, when the source answers again a partition
+	// it had been failing (sourceBack): the FAILED partitions waiting for a
+	// round then retry at once, spread over backSpread, instead of at their
+	// round, which a long outage pushed up to the maximum backoff away.
+	back chan struct{}
 }
+
+// backSpread is the window over which the FAILED partitions of a mirror
+// retry once its source answers again.
+const backSpread = 500 * time.Millisecond
 
 func newRetryGate() *retryGate {
 	return &retryGate{now: time.Now, jitter: rand.Int64N}
@@ -75,6 +84,33 @@ func (g *retryGate) healthy() {
 	g.mu.Unlock()
 }
 
+// sourceBack resets the backoff and wakes the partitions waiting on
+// waitBack: the source answered a partition it had been failing.
+func (g *retryGate) sourceBack() {
+	g.mu.Lock()
+	g.level, g.next = 0, time.Time{}
+	if g.back != nil {
+		close(g.back)
+		g.back = nil
+	}
+	g.mu.Unlock()
+}
+
+// waitBack returns the channel the next sourceBack closes.
+func (g *retryGate) waitBack() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.back == nil {
+		g.back = make(chan struct{})
+	}
+	return g.back
+}
+
+// backDelay is a FAILED partition's retry delay once the source is back.
+func (g *retryGate) backDelay() time.Duration {
+	return time.Duration(g.jitter(int64(backSpread))) + time.Millisecond
+}
+
 // failureFinal reports whether a FAILED partition stays FAILED until an operator acts:
 // its failure is non-retryable, the automatic retry is off, or its attempts ran out.
 func (r *Partition) FailureFinal() bool {
@@ -95,6 +131,17 @@ func (r *Partition) maybeScheduleFailedRetry() {
 	r.attempts++
 	r.retryEvent = retryEvent(r.prevState)
 	r.schedule(d)
+	r.backC = r.mr.gate.waitBack()
+}
+
+// sourceIsBack runs on the run goroutine when the mirror's source answered a
+// partition it had been failing: a FAILED partition still waiting for its
+// retry round retries now (within backSpread).
+func (r *Partition) sourceIsBack() {
+	r.backC = nil
+	if r.retryC != nil && r.retryEvent != nil && r.state == statemachine.Failed {
+		r.schedule(r.mr.gate.backDelay())
+	}
 }
 
 // retryConfig is the FAILED retry of the mirror: the engine's Config.Retry with each of

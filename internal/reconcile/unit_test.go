@@ -72,6 +72,41 @@ func TestRetryGateSharedAcrossPartitions(t *testing.T) {
 	require.Equal(t, 8*time.Second, g2.delay(rc, 5))
 }
 
+// TestRetryGateSourceBack: the partitions waiting for a retry round are woken
+// together when the source answers again, each then retrying within
+// backSpread, and the backoff starts again from Initial; a later wait gets a
+// new channel.
+func TestRetryGateSourceBack(t *testing.T) {
+	g := newRetryGate()
+	rc := RetryConfig{Initial: time.Second, Max: time.Minute, MaxAttempts: 100}
+	for range 8 {
+		g.delay(rc, 0)
+		g.next = g.now() // every round has fired: the backoff is now long
+	}
+	require.Greater(t, g.delay(rc, 0), 30*time.Second)
+	waits := []<-chan struct{}{g.waitBack(), g.waitBack()}
+	require.Equal(t, waits[0], waits[1], "one channel for every waiter")
+	select {
+	case <-waits[0]:
+		t.Fatal("closed before the source came back")
+	default:
+	}
+	g.sourceBack()
+	for _, w := range waits {
+		<-w
+	}
+	for range 100 {
+		d := g.backDelay()
+		require.Greater(t, d, time.Duration(0))
+		require.LessOrEqual(t, d, backSpread+time.Millisecond)
+	}
+	require.Less(t, g.delay(rc, 0), 1500*time.Millisecond, "back to Initial")
+	next := g.waitBack()
+	require.NotEqual(t, waits[0], next)
+	g.sourceBack()
+	<-next
+}
+
 // TestTransient: what the LME lookup and the source calls retry unchanged.
 func TestTransient(t *testing.T) {
 	require.True(t, transient(&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}))

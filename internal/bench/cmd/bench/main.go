@@ -72,7 +72,7 @@ func run() (code int) {
 	scaleFlapAt := fs.String("scale-flap-partitions", "50000", "scale: partition counts whose run also freezes the source for -scale-flap-freeze (a link flap), comma-separated (empty: none)")
 	scaleFlapFreeze := fs.Duration("scale-flap-freeze", time.Minute, "scale: how long the link flap freezes the source (SIGSTOP)")
 	scaleTopicParts := fs.Int("scale-topic-partitions", 500, "scale: partitions per source topic")
-	scaleMiB := fs.Int("scale-throughput-mb", 256, "scale: MiB of values copied through 6 and through 1,000 partitions (negative: skip)")
+	scaleMiB := fs.Int("scale-throughput-mb", 2048, "scale: MiB of values copied through 6 and through 1,000 partitions (negative: skip)")
 	scaleIdle := fs.Duration("scale-idle", 20*time.Second, "scale: window of the idle CPU measurement")
 	scaleJSON := fs.String("scale-json", "docs/bench/scale.json", "scale: results JSON file (empty: none)")
 	scaleChart := fs.String("scale-chart", "docs/bench/scale.png", "scale: PNG chart (empty: none)")
