@@ -309,11 +309,6 @@ func (s *KafkaSource) leaders(ctx context.Context, tps []TopicPartition) (groups
 	return groups, infos, noLeader
 }
 
-// brokerGate returns the gate of broker id on the main lane (brokerGate):
-// a fetch to the broker on cl's connection holds it while in flight, so at
-// most one is.
-func (s *KafkaSource) brokerGate(id int32) *brokerGate { return s.main.gate(id) }
-
 // forget drops the cached leader of tp so the next call refreshes it.
 func (s *KafkaSource) forget(tp TopicPartition) {
 	s.mu.Lock()

@@ -186,7 +186,7 @@ func ScaleMarkdownSection(rep *ScaleReport) string {
 			fmt.Fprintf(&b, "| 1,000 partitions, %.0f MiB of values | %.1f | %.2f | %.2f | %.1f |\n", mib(tp.ValueBytes), tp.MBps1000, tp.CopySeconds1000,
 				tp.StartToLagZero1000, fromStart(tp.StartToLagZero1000))
 		}
-		b.WriteString("\nMB = 10^6 bytes of record values (1 KiB records); the copy runs from the first describe that showed " +
+		b.WriteString("\nMB = 10^6 bytes of record values (1 KiB records, uncompressed batches, so they are the bytes moved); the copy runs from the first describe that showed " +
 			"destination data to the one that showed every partition at lag 0 (50 ms polls); with 1,000 partitions the first ones copy while the " +
 			"others are still being started, so the copy figure flatters it, and MB/s from the start counts the start.\n")
 	}
