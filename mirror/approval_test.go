@@ -348,6 +348,8 @@ func TestAutoDiscoveryRefusesLocalRecords(t *testing.T) {
 		return describeOn(t, s.m, "k", "t", 0).State == statemachine.Failed && describeOn(t, s.m, "k", "t", 1).DestinationOffset == 10
 	})
 	require.Equal(t, before, logBytes(t, l0), "no local record removed")
+	// The describe can show FAILED a moment before the StateChange event is delivered.
+	waitCond(t, ctx, s.m, "the FAILED event", func() bool { _, ok := s.evs.find(failedOf("t", 0)); return ok })
 	ev, ok := s.evs.find(failedOf("t", 0))
 	require.True(t, ok)
 	var tre *TruncationRefusedError

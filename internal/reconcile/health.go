@@ -73,7 +73,7 @@ func (r *Partition) observeProgress(p fetcher.Progress) {
 	now := r.e.clock()
 	h := &r.health
 	h.lastFetch.Store(now.UnixNano())
-	if h.problem.Swap(nil) != nil {
+	if h.problem.Swap(nil) != nil && r.mr != nil {
 		r.mr.gate.sourceBack() // the source answers again: its FAILED partitions retry now
 	}
 	for ts := h.lastTs.Load(); p.MaxTimestamp > ts; ts = h.lastTs.Load() {
