@@ -292,7 +292,7 @@ func (s *KafkaSource) acceptSession(fs *fetchSession, sr *sessionRequest, fr *km
 		}
 	}
 	stray := false
-	answered := make(map[int]bool, len(idx))
+	answered := make([]bool, len(out))
 	for _, rt := range fr.Topics {
 		topic := rt.Topic
 		if fr.Version >= 13 {
@@ -324,6 +324,7 @@ func (s *KafkaSource) acceptSession(fs *fetchSession, sr *sessionRequest, fr *km
 		// Unchanged since the session last heard of it: no records, the
 		// same offsets; its fetch position stays where it was.
 		out[i].HighWatermark, out[i].LastStableOffset, out[i].LogStartOffset = sp.hw, sp.lso, sp.logStart
+		out[i].Unchanged = true
 	}
 	switch {
 	case stray:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -25,6 +26,11 @@ type PartitionSpec struct {
 	TopicID   records.UUID // optional: looked up in source metadata when zero
 	Partition int32
 	Log       Log
+	// Answered, when set, receives the Unix nanoseconds of every answer of
+	// the source that covered the partition, those that carried nothing new
+	// (FetchResult.Unchanged, not reported as Events.OnProgress) included:
+	// how fresh the partition's source offsets are.
+	Answered *atomic.Int64
 }
 
 // Status is a snapshot of one partition of a Fetcher.
@@ -98,6 +104,8 @@ type partState struct {
 	// added): a failing run counts from there, so a request that hung before
 	// failing is part of it.
 	lastOK time.Time
+	// answered is PartitionSpec.Answered (nil when not given).
+	answered *atomic.Int64
 }
 
 // NewFetcher starts a Fetcher reading from src. Close stops it.
@@ -356,7 +364,7 @@ func (f *Fetcher) apply(o op, parts map[TopicPartition]*partState, order *[]Topi
 		ps := &partState{
 			tp: tp, topicID: p.TopicID, log: p.Log, sourceEpoch: epoch.UndefinedEpoch, leader: -1,
 			needInfo: true, needProbe: f.probe, maxBytes: f.cfg.PartitionMaxBytes, hw: -1,
-			bo: f.cfg.NewBackOff(), lastOK: time.Now(),
+			bo: f.cfg.NewBackOff(), lastOK: time.Now(), answered: p.Answered,
 		}
 		parts[tp] = ps
 		*order = append(*order, tp)
@@ -416,6 +424,21 @@ func (f *Fetcher) succeeded(ps *partState) {
 	ps.failingSince, ps.lastErr, ps.lastOK = time.Time{}, nil, time.Now()
 	ps.bo.Reset()
 	ps.retryAt = time.Time{}
+	if ps.answered != nil {
+		ps.answered.Store(ps.lastOK.UnixNano())
+	}
+}
+
+// quiet reports whether r, an answer for ps, only says that nothing moved
+// while ps is healthy: the session did not name it (FetchResult.Unchanged),
+// its high watermark is the one the loop knows, and ps is neither failing,
+// nor waiting for metadata, a probe or a retry. Such an answer needs no
+// append, no event and no status change, only its time (land): an idle
+// site's answers then cost what changed, not every partition of a session.
+func quiet(ps *partState, r FetchResult) bool {
+	return r.Unchanged && r.ErrorCode == CodeNone && r.DivergingEpoch == nil && len(r.Records) == 0 &&
+		r.HighWatermark == ps.hw && ps.log != nil && !ps.needInfo && !ps.needProbe &&
+		ps.failingSince.IsZero() && ps.lastErr == nil && ps.retryAt.IsZero()
 }
 
 // prepare refreshes metadata and runs the OffsetForLeaderEpoch probe when

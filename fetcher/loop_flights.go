@@ -205,6 +205,24 @@ func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[T
 			f.launch(fs, fl.leader, ready, spec)
 		}
 	}
+	// Partitions answered unchanged while healthy only note the answer's
+	// time (quiet); the others are handled.
+	now, n := time.Now(), 0
+	for i, ps := range ready {
+		if quiet(ps, res[i]) {
+			ps.lastOK = now
+			if ps.answered != nil {
+				ps.answered.Store(now.UnixNano())
+			}
+			continue
+		}
+		ready[n], reqs[n], res[n] = ps, reqs[i], res[i]
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	ready, reqs, res = ready[:n], reqs[:n], res[:n]
 	// The data of every partition is checked and appended in parallel
 	// (each Log still has one writer); errors, events and the other
 	// answers are then handled here in fetch order.

@@ -94,6 +94,11 @@ type FetchResult struct {
 	DivergingEpoch *epoch.Divergence
 	// Records holds raw v2 batches exactly as served; the last one may be partial.
 	Records []byte
+	// Unchanged is set when an incremental fetch session's answer did not
+	// name the partition: nothing moved since the session's last answer for
+	// it (no records; HighWatermark, LastStableOffset and LogStartOffset are
+	// that answer's). The loop then only records that the source answered.
+	Unchanged bool
 }
 
 // TP returns the result's TopicPartition.

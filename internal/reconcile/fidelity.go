@@ -72,7 +72,15 @@ func (r *Partition) Fidelity() (verifiedUpTo int64, at time.Time) {
 // read; -1 and zero when none.
 func (r *Partition) SourceEnd() (int64, time.Time) {
 	if e := r.fid.srcEnd.Load(); e != nil {
-		return e.hw, e.at
+		at := e.at
+		// The fetcher's later answers that moved nothing (fetcher.FetchResult.Unchanged)
+		// confirm the same end without reporting it again.
+		if last := r.health.lastFetch.Load(); last > 0 && e.hw == r.srcHW.Load() {
+			if t := time.Unix(0, last); t.After(at) {
+				at = t
+			}
+		}
+		return e.hw, at
 	}
 	return -1, time.Time{}
 }

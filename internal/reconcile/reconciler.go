@@ -649,7 +649,8 @@ func (r *Partition) startFetcher() error {
 	if err := r.removeFromFetchers(f); err != nil { // the setting changed since the last start
 		return err
 	}
-	spec := fetcher.PartitionSpec{Topic: r.topic, TopicID: r.topicID, Partition: r.partition, Log: r.log}
+	spec := fetcher.PartitionSpec{Topic: r.topic, TopicID: r.topicID, Partition: r.partition, Log: r.log,
+		Answered: &r.health.lastFetch} // answers that moved nothing are not reported as progress
 	r.health.fetchStart.Store(r.e.clock().UnixNano())
 	err = f.Add(spec)
 	if errors.Is(err, fetcher.ErrDuplicatePartition) {
