@@ -431,14 +431,14 @@ func (f *Fetcher) succeeded(ps *partState) {
 
 // quiet reports whether r, an answer for ps, only says that nothing moved
 // while ps is healthy: the session did not name it (FetchResult.Unchanged),
-// its high watermark is the one the loop knows, and ps is neither failing,
-// nor waiting for metadata, a probe or a retry. Such an answer needs no
+// its high watermark is the one the loop knows, and ps is neither failing
+// nor waiting for metadata or a probe. Such an answer needs no
 // append, no event and no status change, only its time (land): an idle
 // site's answers then cost what changed, not every partition of a session.
 func quiet(ps *partState, r FetchResult) bool {
 	return r.Unchanged && r.ErrorCode == CodeNone && r.DivergingEpoch == nil && len(r.Records) == 0 &&
 		r.HighWatermark == ps.hw && ps.log != nil && !ps.needInfo && !ps.needProbe &&
-		ps.failingSince.IsZero() && ps.lastErr == nil && ps.retryAt.IsZero()
+		ps.failingSince.IsZero() && ps.lastErr == nil
 }
 
 // prepare refreshes metadata and runs the OffsetForLeaderEpoch probe when
