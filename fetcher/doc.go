@@ -23,11 +23,14 @@
 // per source leader. Remove returns once the loop no longer writes the
 // partition, and Close waits for every goroutine. Sources are safe for
 // concurrent use; KafkaSource sends each fetch to the partitions' leaders in
-// parallel, one request in flight per broker. A Fetcher's fetches run in
-// incremental fetch sessions (KIP-227), one per source broker (FetchSessions,
-// kafkasource_session.go): once a session is open, a fetch names only the
-// partitions whose position moved, so an idle mirror costs its source little
-// whatever its partition count.
+// parallel, each Fetcher on connections of its own (KafkaSourceConfig.FetchConnections,
+// kafkasource_lanes.go), one request in flight per connection and broker. A
+// Fetcher's fetches run in incremental fetch sessions (KIP-227), one per source
+// broker (FetchSessions, kafkasource_session.go): once a session is open, a
+// fetch names only the partitions whose position moved and the answer only
+// those that changed; the partitions an answer leaves out cost the Fetcher one
+// timestamp each (FetchResult.Unchanged). A source still checks every
+// partition of a session per request.
 //
 // Truncate keeps a batch that contains the truncation offset whole (the log
 // never holds half a batch); the fetch loop truncates at batch boundaries, where
