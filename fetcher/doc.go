@@ -52,7 +52,13 @@
 //	00000000000000000000.index  sparse offset index: 8-byte big-endian entries
 //	                            (last offset of the batch - segment base, position)
 //	leader-epoch-checkpoint     Kafka's checkpoint text (version 0), atomic writes
-//	kmirror-log-state           "0\n<leader epoch>\n<log start>\n<pending> <offset>\n"
+//	kmirror-log-state           two 512-byte slots, each one zero-padded line
+//	                            "1 <seq> <leader epoch> <log start> <pending>
+//	                            <offset> <crc32c>\n"; the valid slot with the
+//	                            higher seq is the state, and a write goes in
+//	                            place to the other one (fdatasync, no rename).
+//	                            The single-line "0\n<leader epoch>\n..." of
+//	                            older versions is read and replaced.
 //	kmirror-recovery-point      rolled segments and the active flush point
 //	.lock                       flock(LOCK_EX|LOCK_NB) while open (not with
 //	                            DirLockedByCaller)

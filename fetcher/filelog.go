@@ -49,6 +49,8 @@ type FileLog struct {
 	dirUnsynced bool      // a segment file was created since dir was last fsynced
 	failed      error     // set when a truncation stopped half-way (ErrLogFailed)
 	discarded   []Discard // what OpenFileLog removed
+	metaSeq     uint64    // sequence number of the state file's current slot; 0: no file in the two-slot layout yet
+	metaSlot    int       // the slot (0 or 1) holding it
 }
 
 var _ Log = (*FileLog)(nil)
@@ -214,8 +216,8 @@ func (l *FileLog) ReadBuffer(offset int64, maxBytes int, buf []byte) ([]byte, er
 	return nil, nil
 }
 
-// BumpLeaderEpoch implements Log; the new epoch is in the state file (written
-// atomically) before it is returned.
+// BumpLeaderEpoch implements Log; the new epoch is durable in the state file
+// (a slot written in place and fdatasynced) before it is returned.
 func (l *FileLog) BumpLeaderEpoch(min int32) (int32, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -246,6 +248,26 @@ func (l *FileLog) Flush() error {
 		return err
 	}
 	return l.flushLocked(false)
+}
+
+// SyncData implements DataSyncer: it makes the batches appended so far
+// durable (an fsync of the active segment, and of the directory when a
+// segment file was created since its last one) and writes nothing else. The
+// recovery point and the leader-epoch checkpoint that Flush writes once
+// FileLogOptions.RecoveryPointInterval passed follow at the next such Flush
+// or at Close; an open after a crash in between recovers the synced tail
+// past the older recovery point, its CRCs checked, instead of skipping it.
+// With FsyncNever it does nothing, as Flush.
+func (l *FileLog) SyncData() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	if l.opts.Fsync == FsyncNever || l.unflushed == 0 {
+		return nil
+	}
+	return l.syncDataLocked()
 }
 
 // flushLocked is Flush; final (Close) writes the recovery point and the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,10 +20,6 @@ type logMeta struct {
 	pendingOff  int64
 }
 
-func encodeMeta(m logMeta) []byte {
-	return fmt.Appendf(nil, "0\n%d\n%d\n%s %d\n", m.leaderEpoch, m.logStart, m.pending, m.pendingOff)
-}
-
 // ErrCorruptState is returned by OpenFileLog when the kmirror-log-state file
 // cannot be parsed.
 var ErrCorruptState = errors.New("fetcher: corrupt log state file")
@@ -32,22 +29,30 @@ func decodeMeta(data []byte) (logMeta, error) {
 	if len(lines) != 5 || lines[4] != "" || lines[0] != "0" {
 		return logMeta{}, fmt.Errorf("%w: bad layout", ErrCorruptState)
 	}
-	var m logMeta
-	e, err := strconv.ParseInt(lines[1], 10, 32)
-	if err != nil || e < -1 {
-		return logMeta{}, fmt.Errorf("%w: leader epoch %q", ErrCorruptState, lines[1])
-	}
-	m.leaderEpoch = int32(e)
-	if m.logStart, err = strconv.ParseInt(lines[2], 10, 64); err != nil || m.logStart < 0 {
-		return logMeta{}, fmt.Errorf("%w: log start %q", ErrCorruptState, lines[2])
-	}
 	p, off, ok := strings.Cut(lines[3], " ")
-	if !ok || (p != "none" && p != "truncate" && p != "full") {
+	if !ok {
 		return logMeta{}, fmt.Errorf("%w: pending %q", ErrCorruptState, lines[3])
 	}
-	m.pending = p
-	if m.pendingOff, err = strconv.ParseInt(off, 10, 64); err != nil {
-		return logMeta{}, fmt.Errorf("%w: pending offset %q", ErrCorruptState, off)
+	return parseMetaFields(lines[1], lines[2], p, off)
+}
+
+// parseMetaFields parses a state record's fields, in either layout.
+func parseMetaFields(leaderEpoch, logStart, pending, pendingOff string) (logMeta, error) {
+	var m logMeta
+	e, err := strconv.ParseInt(leaderEpoch, 10, 32)
+	if err != nil || e < -1 {
+		return logMeta{}, fmt.Errorf("%w: leader epoch %q", ErrCorruptState, leaderEpoch)
+	}
+	m.leaderEpoch = int32(e)
+	if m.logStart, err = strconv.ParseInt(logStart, 10, 64); err != nil || m.logStart < 0 {
+		return logMeta{}, fmt.Errorf("%w: log start %q", ErrCorruptState, logStart)
+	}
+	if pending != "none" && pending != "truncate" && pending != "full" {
+		return logMeta{}, fmt.Errorf("%w: pending %q", ErrCorruptState, pending)
+	}
+	m.pending = pending
+	if m.pendingOff, err = strconv.ParseInt(pendingOff, 10, 64); err != nil {
+		return logMeta{}, fmt.Errorf("%w: pending offset %q", ErrCorruptState, pendingOff)
 	}
 	return m, nil
 }
@@ -75,8 +80,107 @@ func writeFileAtomic(dir, name string, data []byte) error {
 
 func (l *FileLog) path(name string) string { return filepath.Join(l.dir, name) }
 
+// writeMeta makes m the durable content of the state file. The first write
+// of a log (or of a state file in the single-record layout of older
+// versions) replaces the file atomically with the two-slot layout; later ones
+// overwrite the slot that does not hold the current record, in place, and
+// fdatasync it: no file is created or renamed, so a bump of the leader epoch
+// costs one small write and one data sync (a failover of 100,000 partitions
+// made 100,000 atomic replacements, each a create, two fsyncs and a rename).
 func (l *FileLog) writeMeta(m logMeta) error {
-	return writeFileAtomic(l.dir, StateFileName, encodeMeta(m))
+	if l.metaSeq == 0 {
+		file := make([]byte, 2*stateSlotSize)
+		copy(file, encodeStateSlot(1, m))
+		if err := writeFileAtomic(l.dir, StateFileName, file); err != nil {
+			return err
+		}
+		l.metaSeq, l.metaSlot = 1, 0
+		return nil
+	}
+	seq, slot := l.metaSeq+1, 1-l.metaSlot
+	err := withFileSlot(func() error {
+		f, err := os.OpenFile(l.path(StateFileName), os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteAt(encodeStateSlot(seq, m), int64(slot)*stateSlotSize)
+		if err == nil {
+			err = fdatasync(f)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	if err != nil {
+		// The slot written may hold anything now; the other one still holds
+		// the current record, and the next write goes to this slot again.
+		return fmt.Errorf("fetcher: write %s: %w", StateFileName, fileLimitError(err))
+	}
+	l.metaSeq, l.metaSlot = seq, slot
+	return nil
+}
+
+// stateSlotSize is the size of each of the state file's two slots. A slot is
+// one text line, "1 <seq> <leader epoch> <log start> <pending> <pending
+// offset> <crc32c>\n", zero-padded: the valid slot (its checksum matches)
+// with the higher sequence number is the state; a write torn by a crash
+// spoils only the slot it went to, so the other still gives the state before
+// it. The bytes of the slot not written are rewritten unchanged when the
+// device writes the page, so they survive a torn page too.
+const stateSlotSize = 512
+
+var stateCRC = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeStateSlot(seq uint64, m logMeta) []byte {
+	line := fmt.Appendf(make([]byte, 0, stateSlotSize), "1 %d %d %d %s %d", seq, m.leaderEpoch, m.logStart, m.pending, m.pendingOff)
+	line = fmt.Appendf(line, " %08x\n", crc32.Checksum(line, stateCRC))
+	slot := make([]byte, stateSlotSize)
+	copy(slot, line)
+	return slot
+}
+
+// decodeStateSlot parses one slot; ok is false when it holds no valid record
+// (zeros, a torn write, anything else).
+func decodeStateSlot(slot []byte) (seq uint64, m logMeta, ok bool) {
+	end := bytes.IndexByte(slot, '\n')
+	if end < 0 {
+		return 0, logMeta{}, false
+	}
+	f := strings.Fields(string(slot[:end]))
+	if len(f) != 7 || f[0] != "1" {
+		return 0, logMeta{}, false
+	}
+	body := slot[:end-len(f[6])-1]
+	if want, err := strconv.ParseUint(f[6], 16, 32); err != nil || uint32(want) != crc32.Checksum(body, stateCRC) {
+		return 0, logMeta{}, false
+	}
+	seq, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil || seq == 0 {
+		return 0, logMeta{}, false
+	}
+	m, err = parseMetaFields(f[2], f[3], f[4], f[5])
+	return seq, m, err == nil
+}
+
+// decodeStateFile parses the state file in either layout: two slots, or the
+// single record of older versions ("0\n<epoch>\n<log start>\n<pending>
+// <offset>\n"), for which seq is 0 (the next write replaces the file).
+func decodeStateFile(data []byte) (m logMeta, seq uint64, slot int, err error) {
+	if len(data) != 2*stateSlotSize {
+		m, err = decodeMeta(data)
+		return m, 0, 0, err
+	}
+	for i := range 2 {
+		s, sm, ok := decodeStateSlot(data[i*stateSlotSize : (i+1)*stateSlotSize])
+		if ok && s > seq {
+			m, seq, slot = sm, s, i
+		}
+	}
+	if seq == 0 {
+		return logMeta{}, 0, 0, fmt.Errorf("%w: no valid slot", ErrCorruptState)
+	}
+	return m, seq, slot, nil
 }
 
 func (l *FileLog) metaLocked() logMeta {

@@ -40,7 +40,8 @@ func (l *FileLog) readMeta() (logMeta, bool, error) {
 	data, err := os.ReadFile(l.path(StateFileName))
 	switch {
 	case err == nil:
-		m, err := decodeMeta(data)
+		m, seq, slot, err := decodeStateFile(data)
+		l.metaSeq, l.metaSlot = seq, slot
 		return m, true, err
 	case errors.Is(err, os.ErrNotExist):
 		return meta, false, nil

@@ -308,7 +308,9 @@ func TestFileLogPendingTruncation(t *testing.T) {
 	require.NoError(t, l.Close())
 	data, err := os.ReadFile(st)
 	require.NoError(t, err)
-	require.Equal(t, "0\n5\n0\nnone -1\n", string(data))
+	m, _, _, err := decodeStateFile(data)
+	require.NoError(t, err)
+	require.Equal(t, logMeta{leaderEpoch: 5, logStart: 0, pending: "none", pendingOff: -1}, m)
 
 	require.NoError(t, os.WriteFile(st, []byte("0\n5\n0\nfull 77\n"), 0o644))
 	l = openFile(t, dir, opts)
@@ -461,4 +463,92 @@ func TestFileLogRecoveryPointInterval(t *testing.T) {
 		require.NotEmpty(t, rp(dir), "a roll writes the recovery point")
 		require.NoError(t, l.Close())
 	})
+}
+
+// The state file's two slots: each write goes in place to the slot that does
+// not hold the current record, a write torn in that slot leaves the state
+// before it, a file of the older single-record layout is read and replaced,
+// and a file with no valid slot is refused.
+func TestFileLogStateSlots(t *testing.T) {
+	dir := t.TempDir()
+	st := filepath.Join(dir, StateFileName)
+	require.NoError(t, os.WriteFile(st, []byte("0\n3\n0\nnone -1\n"), 0o644))
+	l := openFile(t, dir, FileLogOptions{})
+	require.Equal(t, int32(3), l.LeaderEpoch())
+	appendN(t, l, 2)
+	for want := int32(4); want <= 6; want++ {
+		e, err := l.BumpLeaderEpoch(-1)
+		require.NoError(t, err)
+		require.Equal(t, want, e)
+	}
+	require.NoError(t, l.Close())
+	data, err := os.ReadFile(st)
+	require.NoError(t, err)
+	require.Len(t, data, 2*stateSlotSize, "replaced by the two-slot layout at the first write")
+	m, seq, slot, err := decodeStateFile(data)
+	require.NoError(t, err)
+	require.Equal(t, int32(6), m.leaderEpoch)
+	require.Equal(t, uint64(3), seq, "one replacement, then two writes in place")
+	require.Equal(t, 0, slot)
+	_, prev, ok := decodeStateSlot(data[stateSlotSize:])
+	require.True(t, ok)
+	require.Equal(t, int32(5), prev.leaderEpoch, "the other slot holds the record before")
+
+	// A torn write into the current slot: the state before it, and the next
+	// write goes to the torn slot again.
+	torn := append([]byte(nil), data...)
+	torn[4] ^= 0x01
+	require.NoError(t, os.WriteFile(st, torn, 0o644))
+	l = openFile(t, dir, FileLogOptions{})
+	require.Equal(t, int32(5), l.LeaderEpoch())
+	_, err = l.BumpLeaderEpoch(-1)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	data, err = os.ReadFile(st)
+	require.NoError(t, err)
+	m, _, slot, err = decodeStateFile(data)
+	require.NoError(t, err)
+	require.Equal(t, int32(6), m.leaderEpoch)
+	require.Equal(t, 0, slot)
+
+	// Zeros in one slot (a file cut in a crash) are no record either.
+	zeroed := append([]byte(nil), data...)
+	clear(zeroed[:stateSlotSize])
+	require.NoError(t, os.WriteFile(st, zeroed, 0o644))
+	l = openFile(t, dir, FileLogOptions{})
+	require.Equal(t, int32(5), l.LeaderEpoch())
+	require.NoError(t, l.Close())
+
+	clear(zeroed)
+	require.NoError(t, os.WriteFile(st, zeroed, 0o644))
+	_, err = OpenFileLog(dir, FileLogOptions{})
+	require.ErrorIs(t, err, ErrCorruptState)
+}
+
+// SyncData makes the appended batches durable without rewriting the
+// recovery point; a crash after it reopens with the synced tail recovered
+// past the older recovery point.
+func TestFileLogSyncDataLeavesRecoveryPoint(t *testing.T) {
+	dir := t.TempDir()
+	opts := FileLogOptions{Fsync: FsyncOnFlush, RecoveryPointInterval: -1}
+	l := openFile(t, dir, opts)
+	appendN(t, l, 3)
+	require.NoError(t, l.Flush())
+	rp := filepath.Join(dir, RecoveryPointFileName)
+	before, err := os.ReadFile(rp)
+	require.NoError(t, err)
+
+	appendN(t, l, 2)
+	require.NoError(t, l.SyncData())
+	require.Zero(t, l.unflushed)
+	after, err := os.ReadFile(rp)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "SyncData wrote the recovery point")
+	want, end := readAll(t, l), l.LogEndOffset()
+
+	l.closeFiles() // a crash: no Close
+	l = openFile(t, dir, opts)
+	require.Equal(t, end, l.LogEndOffset())
+	require.Equal(t, want, readAll(t, l))
+	require.NoError(t, l.Close())
 }

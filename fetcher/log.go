@@ -131,3 +131,20 @@ type Log interface {
 	// Close releases resources. Calling Close twice returns ErrClosed.
 	Close() error
 }
+
+// DataSyncer is implemented by a Log whose Flush also writes bookkeeping
+// (FileLog: the recovery point, the leader-epoch checkpoint) that a caller
+// who only needs its appended batches durable can leave for later: SyncData
+// makes everything appended so far durable and writes nothing else.
+type DataSyncer interface {
+	SyncData() error
+}
+
+// SyncAppended makes what was appended to l durable: SyncData when l is a
+// DataSyncer, else Flush.
+func SyncAppended(l Log) error {
+	if s, ok := l.(DataSyncer); ok {
+		return s.SyncData()
+	}
+	return l.Flush()
+}

@@ -77,7 +77,7 @@ func (r *Partition) abortOpenTransactions() error {
 		return err
 	}
 	if len(aborted) > 0 {
-		return r.log.Flush()
+		return fetcher.SyncAppended(r.log)
 	}
 	return nil
 }
@@ -92,5 +92,8 @@ func (r *Partition) appendPIDReset() error {
 	if _, err := r.log.AppendAsLeader(batch); err != nil {
 		return fmt.Errorf("append MIRROR_PID_RESET: %w", err)
 	}
-	return r.log.Flush()
+	// The barrier's batch durable, not the log's recovery point: that one
+	// follows at the log's next periodic flush or its close (a failover of
+	// 100,000 partitions otherwise replaces 100,000 recovery-point files).
+	return fetcher.SyncAppended(r.log)
 }

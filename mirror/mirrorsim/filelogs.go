@@ -207,6 +207,11 @@ func (l *durableFileLog) Flush() error {
 	return l.after(l.FileLog.Flush(), l.policy != fetcher.FsyncNever)
 }
 
+// SyncData implements fetcher.DataSyncer.
+func (l *durableFileLog) SyncData() error {
+	return l.after(l.FileLog.SyncData(), l.policy != fetcher.FsyncNever)
+}
+
 // Close closes the log as a crash leaves it: the files other than segments and indexes
 // (the state file, the leader-epoch checkpoint) get back the content they had before
 // the close, and files the close created are removed.
