@@ -51,6 +51,7 @@ type FileLog struct {
 	discarded   []Discard // what OpenFileLog removed
 	metaSeq     uint64    // sequence number of the state file's current slot; 0: no file in the two-slot layout yet
 	metaSlot    int       // the slot (0 or 1) holding it
+	dev         uint64    // dir's filesystem for group syncs (fileSystemOf), 0: off
 }
 
 var _ Log = (*FileLog)(nil)
@@ -100,7 +101,7 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 		return nil, fmt.Errorf("%w: %s is open in another log of this process", ErrLocked, dir)
 	}
 	l := &FileLog{dir: dir, opts: opts, files: files, claimed: claimed,
-		writeback: opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes}
+		writeback: opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes, dev: fileSystemOf(dir)}
 	if !opts.DirLockedByCaller {
 		lock, err := lockLogDir(dir)
 		if err != nil {

@@ -381,9 +381,12 @@ func (h *cachedFile) Stat() (fi os.FileInfo, err error) {
 
 // Sync fsyncs the file. It returns the error of a close of the file while
 // it held unsynced writes (see FileCache) when the fsync itself succeeds.
-func (h *cachedFile) Sync() error {
+func (h *cachedFile) Sync() error { return h.syncWith((*os.File).Sync) }
+
+// syncWith is Sync with sync in place of the fsync (syncFile).
+func (h *cachedFile) syncWith(sync func(*os.File) error) error {
 	return h.with(func(f *os.File) error {
-		if err := f.Sync(); err != nil {
+		if err := sync(f); err != nil {
 			return err
 		}
 		h.c.mu.Lock()

@@ -105,7 +105,7 @@ func (l *FileLog) writeMeta(m logMeta) error {
 		}
 		_, err = f.WriteAt(encodeStateSlot(seq, m), int64(slot)*stateSlotSize)
 		if err == nil {
-			err = fdatasync(f)
+			err = syncFile(f, l.dir, l.dev, true)
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr

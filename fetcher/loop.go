@@ -319,7 +319,15 @@ func (f *Fetcher) dispatch(ctx context.Context, fs *flights, parts map[TopicPart
 	return next
 }
 
+// compact drops from order the partitions no longer in parts. order holds
+// each partition of parts once plus the removed ones, so it has nothing to
+// drop when it is as long as parts: the loop calls it after every dispatch
+// and answer, and a walk of 10,000 partitions each time was a seventh of the
+// CPU of a stop of 10,000 partitions (BenchmarkStopFailover in mirror).
 func compact(order []TopicPartition, parts map[TopicPartition]*partState) []TopicPartition {
+	if len(order) == len(parts) {
+		return order
+	}
 	out := order[:0]
 	for _, tp := range order {
 		if _, ok := parts[tp]; ok {
