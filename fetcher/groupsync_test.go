@@ -3,6 +3,7 @@ package fetcher
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,12 @@ func TestFileLogsSyncTogether(t *testing.T) {
 		logs[i] = openFile(t, root+"/"+string(rune('a'+i%26))+string(rune('a'+i/26)), FileLogOptions{Fsync: FsyncOnFlush})
 		appendN(t, logs[i], 1)
 	}
+	// As if many other syncs were under way: every sync joins a round.
+	syncsInFlight.Add(groupSyncAbove)
+	defer syncsInFlight.Add(-groupSyncAbove)
+	var rounds atomic.Int64
+	syncRoundFS = func(dir string) error { rounds.Add(1); return syncFS(dir) }
+	t.Cleanup(func() { syncRoundFS = syncFS })
 	var wg sync.WaitGroup
 	errs := make(chan error, n*2)
 	for _, l := range logs {
@@ -81,6 +88,8 @@ func TestFileLogsSyncTogether(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+	require.Positive(t, rounds.Load())
+	require.Less(t, rounds.Load(), int64(2*n), "each sync ran a round of its own")
 	for _, l := range logs {
 		end := l.LogEndOffset()
 		l.closeFiles()
