@@ -37,7 +37,7 @@ func deleteTarget(st *logState, offset int64) (int64, bool, error) {
 }
 
 // DeleteRecordsBefore implements RecordDeleter: the new log start is written to the
-// log's state file (fsync, atomic rename) before it takes effect.
+// log's state file (a slot written in place and fdatasynced) before it takes effect.
 func (l *FileLog) DeleteRecordsBefore(offset int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -51,7 +51,8 @@
 //	00000000000000000000.log    raw v2 batches, exactly as Kafka stores them
 //	00000000000000000000.index  sparse offset index: 8-byte big-endian entries
 //	                            (last offset of the batch - segment base, position)
-//	leader-epoch-checkpoint     Kafka's checkpoint text (version 0), atomic writes
+//	leader-epoch-checkpoint     Kafka's checkpoint text (version 0), rewritten in
+//	                            place without fsync (rebuilt by recovery)
 //	kmirror-log-state           two 512-byte slots, each one zero-padded line
 //	                            "1 <seq> <leader epoch> <log start> <pending>
 //	                            <offset> <crc32c>\n"; the valid slot with the
@@ -90,4 +91,12 @@
 // block allocation and I/O queueing it does), so the disk writes while the
 // mirror fetches and Flush's fsync finds little left. The page-cache write
 // itself is the rest of the cost.
+//
+// Syncs at scale: a failover syncs every partition at once (a leader-epoch
+// bump and a MIRROR_PID_RESET barrier each). The bump overwrites a slot of
+// the state file in place (no file created or renamed), the barrier is made
+// durable with SyncData (SyncAppended), which leaves the recovery point for
+// the next periodic Flush or Close, and a sync that finds more than eight
+// others under way in the process joins the next syncfs(2) round of its
+// filesystem (Linux 5.8 and later) instead of a device flush of its own.
 package fetcher

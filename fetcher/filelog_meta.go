@@ -78,6 +78,25 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	return nil
 }
 
+// overwriteFile makes data the content of path (created if absent) by
+// writing it in place and cutting what is left after it, without a sync: a
+// crash may leave any mix of the old and new bytes, so it is only for files
+// that recovery does not trust.
+func overwriteFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func (l *FileLog) path(name string) string { return filepath.Join(l.dir, name) }
 
 // writeMeta makes m the durable content of the state file. The first write

@@ -552,3 +552,15 @@ func TestFileLogSyncDataLeavesRecoveryPoint(t *testing.T) {
 	require.Equal(t, want, readAll(t, l))
 	require.NoError(t, l.Close())
 }
+
+// overwriteFile leaves exactly the new content, longer or shorter than the
+// old, and creates the file when absent.
+func TestOverwriteFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), CheckpointFileName)
+	for _, content := range []string{"0\n2\n0 0\n3 10\n", "0\n3\n0 0\n3 10\n7 20\n", "0\n0\n"} {
+		require.NoError(t, overwriteFile(p, []byte(content)))
+		got, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.Equal(t, content, string(got))
+	}
+}
