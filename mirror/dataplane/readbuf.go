@@ -45,17 +45,39 @@ func fetchBuffers(ctx context.Context) *readBuffers {
 	return rb
 }
 
-// get lends a buffer of capacity at least n.
-func (rb *readBuffers) get(n int) []byte {
+// get lends a pooled buffer, nil when the pool holds none. It never
+// allocates: a read into a buffer too small for it (or nil) allocates what
+// it needs itself, sized to the batches there are up to the partition's
+// limit (FileLog.ReadBuffer), and keep lends that memory to the pool. A
+// buffer of the partition limit per partition read (1 MiB by default, for a
+// batch of a hundred bytes) made one Fetch of 12,500 partitions that each
+// held one record allocate 12.5 GiB on the source.
+func (rb *readBuffers) get() []byte {
 	bp, _ := readBufferPool.Get().(*[]byte)
-	if bp == nil || cap(*bp) < n {
-		b := make([]byte, 0, n)
-		bp = &b
+	if bp == nil {
+		return nil
 	}
+	rb.lend(bp)
+	return (*bp)[:0]
+}
+
+// minPooledRead is the smallest read whose fresh memory keep pools: smaller
+// ones are cheaper to allocate than to hand around.
+const minPooledRead = 4 << 10
+
+// keep lends b, memory a read allocated, to the pool once the response is
+// done with it, when it is worth pooling.
+func (rb *readBuffers) keep(b []byte) {
+	if cap(b) < minPooledRead {
+		return
+	}
+	rb.lend(&b)
+}
+
+func (rb *readBuffers) lend(bp *[]byte) {
 	rb.mu.Lock()
 	rb.lent = append(rb.lent, bp)
 	rb.mu.Unlock()
-	return (*bp)[:0]
 }
 
 // recycle returns the buffers lent so far, held by a response the long-poll
@@ -87,7 +109,12 @@ type pooledLog struct {
 
 // Read implements fetcher.Log.
 func (l pooledLog) Read(offset int64, maxBytes int) ([]byte, error) {
-	return l.br.ReadBuffer(offset, maxBytes, l.rb.get(maxBytes))
+	buf := l.rb.get()
+	out, err := l.br.ReadBuffer(offset, maxBytes, buf)
+	if err == nil && len(out) > 0 && (cap(buf) == 0 || &out[0] != &buf[:1][0]) {
+		l.rb.keep(out) // the read did not fit buf: new memory
+	}
+	return out, err
 }
 
 // pooled returns part with its log reading into rb's buffers, when rb is

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -107,11 +108,56 @@ func TestReadBuffersPooling(t *testing.T) {
 	rb := &readBuffers{}
 	_, wrapped := part.pooled(rb, 1<<20).log.(pooledLog)
 	require.False(t, wrapped, "a memory log has no ReadBuffer")
-	b := rb.get(100)
-	require.GreaterOrEqual(t, cap(b), 100)
+	rb.keep(make([]byte, 10))
+	require.Empty(t, rb.lent, "a read too small to pool is not kept")
+	rb.keep(make([]byte, minPooledRead))
 	require.Len(t, rb.lent, 1)
 	rb.release()
 	require.Empty(t, rb.lent)
+}
+
+// TestFetchManyPartitionsAllocatesWhatItReads: a Fetch of 300 partitions
+// that each hold one small batch, with Kafka's default 1 MiB partition
+// limit, allocates about what it returns, not the limit per partition (300
+// MiB before; a fetch of 12,500 such partitions made the source allocate
+// 12.5 GiB).
+func TestFetchManyPartitionsAllocatesWhatItReads(t *testing.T) {
+	s := startFileSite(t)
+	const parts = 300
+	spec := s.topic(t, "wide", parts)
+	req := fetchReq(spec, 0, 0, nil)
+	req.MaxBytes = 50 << 20
+	rt := &req.Topics[0]
+	rt.Partitions = rt.Partitions[:0]
+	for p := int32(0); p < parts; p++ {
+		require.NoError(t, s.log(t, "wide", p).Append(dataBatch(t, 0, 0, 1, -1, 0, false)))
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, 0, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	cl := s.client(t, kgo.RetryTimeout(0))
+	// The connection is set up by a fetch of one partition; the pool is as
+	// cold as a server's that has served only small fetches.
+	_, err := fetchReq(spec, 0, 0, nil).RequestWith(context.Background(), cl)
+	require.NoError(t, err)
+	fetch := func() uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		resp, err := req.RequestWith(context.Background(), cl)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		n := 0
+		for _, p := range resp.Topics[0].Partitions {
+			require.Zero(t, p.ErrorCode)
+			require.NotEmpty(t, p.RecordBatches)
+			n++
+		}
+		require.Equal(t, parts, n)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	for range 3 {
+		require.Less(t, fetch(), uint64(32<<20), "bytes allocated by one Fetch (client and server)")
+	}
 }
 
 // TestLongPollRecyclesDroppedReads: a Fetch that long-polls with data ready
@@ -127,9 +173,10 @@ func TestLongPollRecyclesDroppedReads(t *testing.T) {
 	s := &site{dst: dst, dp: dp}
 	spec := s.topic(t, "poll", 1)
 	l := s.log(t, "poll", 0)
-	require.NoError(t, l.Append(dataBatch(t, 0, 0, 10, -1, 0, false)))
+	require.NoError(t, l.Append(dataBatch(t, 0, 0, 1000, -1, 0, false)))
 	want, err := l.Read(0, 1<<20)
 	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(want), minPooledRead, "a read worth pooling")
 	req := fetchReq(spec, 0, 0, nil)
 	req.Version = 13
 	req.MinBytes, req.MaxWaitMillis = 1<<20, 200
