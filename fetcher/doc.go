@@ -98,5 +98,8 @@
 // durable with SyncData (SyncAppended), which leaves the recovery point for
 // the next periodic Flush or Close, and a sync that finds more than eight
 // others under way in the process joins the next syncfs(2) round of its
-// filesystem (Linux 5.8 and later) instead of a device flush of its own.
+// filesystem (Linux 5.8 and later) instead of a device flush of its own. A
+// failed round fails its callers and those waiting for the next one, and
+// turns grouping off for good: a writeback error, which syncfs reports only
+// once, is never lost.
 package fetcher

@@ -44,15 +44,15 @@ type FileLog struct {
 	segs        []*segment
 	unflushed   int64
 	closed      bool
-	ckpt        []byte    // last checkpoint written
-	rpData      []byte    // last recovery point written
-	rpAt        time.Time // when Flush last wrote the recovery point (or the open)
-	dirUnsynced bool      // a segment file was created since dir was last fsynced
-	failed      error     // set when a truncation stopped half-way (ErrLogFailed)
-	discarded   []Discard // what OpenFileLog removed
-	metaSeq     uint64    // sequence number of the state file's current slot; 0: no file in the two-slot layout yet
-	metaSlot    int       // the slot (0 or 1) holding it
-	dev         uint64    // dir's filesystem for group syncs (fileSystemOf), 0: off
+	ckpt        []byte     // last checkpoint written
+	rpData      []byte     // last recovery point written
+	rpAt        time.Time  // when Flush last wrote the recovery point (or the open)
+	dirUnsynced bool       // a segment file was created since dir was last fsynced
+	failed      error      // set when a truncation stopped half-way (ErrLogFailed)
+	discarded   []Discard  // what OpenFileLog removed
+	metaSeq     uint64     // sequence number of the state file's current slot; 0: no file in the two-slot layout yet
+	metaSlot    int        // the slot (0 or 1) holding it
+	group       *syncGroup // dir's filesystem's group syncs; nil: off
 }
 
 var _ Log = (*FileLog)(nil)
@@ -102,7 +102,7 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 		return nil, fmt.Errorf("%w: %s is open in another log of this process", ErrLocked, dir)
 	}
 	l := &FileLog{dir: dir, opts: opts, files: files, claimed: claimed,
-		writeback: opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes, dev: fileSystemOf(dir)}
+		writeback: opts.Fsync == FsyncOnFlush || opts.Fsync == FsyncEveryNBytes, group: groupFor(dir)}
 	if !opts.DirLockedByCaller {
 		lock, err := lockLogDir(dir)
 		if err != nil {

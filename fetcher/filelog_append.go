@@ -122,7 +122,7 @@ func (l *FileLog) maybeWritebackLocked(s *segment) {
 
 func (l *FileLog) syncDataLocked() error {
 	a := l.active()
-	if err := a.log.syncWith(func(f *os.File) error { return syncFile(f, l.dir, l.dev, false) }); err != nil {
+	if err := a.log.syncWith(func(f *os.File) error { return syncFile(f, l.group, false) }); err != nil {
 		return fmt.Errorf("fetcher: fsync: %w", err)
 	}
 	if err := l.syncDirLocked(); err != nil {

@@ -124,7 +124,7 @@ func (l *FileLog) writeMeta(m logMeta) error {
 		}
 		_, err = f.WriteAt(encodeStateSlot(seq, m), int64(slot)*stateSlotSize)
 		if err == nil {
-			err = syncFile(f, l.dir, l.dev, true)
+			err = syncFile(f, l.group, true)
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr

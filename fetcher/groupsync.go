@@ -15,6 +15,16 @@ import (
 // with one flush for every caller of the round. A lone sync keeps its own
 // fsync: a syncfs also writes back what other files of the filesystem hold,
 // which only pays when many wait.
+//
+// Errors: syncfs reports the writeback errors of the whole filesystem that
+// happened since its descriptor was opened, once. The group's descriptor is
+// opened with the group, when the first FileLog on the filesystem opens, so
+// it is older than every write a round covers. A failed round fails its
+// callers and those already waiting for the next round (their writes may
+// predate the error, which syncfs reports only once), and turns the group
+// off for good: every later sync is a file's own fsync again, which reports
+// that file's own errors. An error is never lost; at worst a caller whose
+// data was fine is told of another file's failure once and retries.
 
 // groupSyncAbove is how many syncs must be under way in the process for a
 // new one to join its filesystem's round.
@@ -22,20 +32,19 @@ const groupSyncAbove = 8
 
 var syncsInFlight atomic.Int64
 
-// syncRoundFS is what a round runs: syncFS (a test stands in for it).
-var syncRoundFS = syncFS
-
 // syncGroup runs the syncfs rounds of one filesystem, one at a time: callers
 // that arrive during a round wait for the next one, which starts once the
 // running one ends.
 type syncGroup struct {
+	fs func() error // syncfs of the group's descriptor (a test stands in for it)
+
 	mu      sync.Mutex
 	running bool
 	next    *syncRound // the round callers join now; nil when none asked
+	failed  error      // the first round's error; the group is off after it
 }
 
 type syncRound struct {
-	dir  string // a directory of the filesystem (the first caller's)
 	done chan struct{}
 	err  error
 }
@@ -45,23 +54,38 @@ var (
 	syncGroups   = map[uint64]*syncGroup{}
 )
 
-func syncGroupOf(dev uint64) *syncGroup {
+// groupFor returns the group of dir's filesystem, created (with its
+// descriptor) by the first call for that filesystem; nil when group syncs
+// are off there (fileSystemOf, or the descriptor could not be opened).
+func groupFor(dir string) *syncGroup {
+	dev := fileSystemOf(dir)
+	if dev == 0 {
+		return nil
+	}
 	syncGroupsMu.Lock()
 	defer syncGroupsMu.Unlock()
-	g := syncGroups[dev]
-	if g == nil {
-		g = &syncGroup{}
-		syncGroups[dev] = g
+	g, ok := syncGroups[dev]
+	if !ok {
+		if fs, err := openSyncFS(dir); err == nil {
+			g = &syncGroup{fs: fs}
+		}
+		syncGroups[dev] = g // nil: never retried for this filesystem
 	}
 	return g
 }
 
-// sync waits for a round that starts after the call and returns its error.
-func (g *syncGroup) sync(dir string) error {
+// sync waits for a round that starts after the call and returns its error;
+// joined is false when the group is off (a round failed before), and the
+// caller syncs its file itself.
+func (g *syncGroup) sync() (joined bool, err error) {
 	g.mu.Lock()
+	if g.failed != nil {
+		g.mu.Unlock()
+		return false, nil
+	}
 	r := g.next
 	if r == nil {
-		r = &syncRound{dir: dir, done: make(chan struct{})}
+		r = &syncRound{done: make(chan struct{})}
 		g.next = r
 	}
 	if !g.running {
@@ -70,7 +94,7 @@ func (g *syncGroup) sync(dir string) error {
 	}
 	g.mu.Unlock()
 	<-r.done
-	return r.err
+	return true, r.err
 }
 
 func (g *syncGroup) run() {
@@ -79,22 +103,32 @@ func (g *syncGroup) run() {
 		r := g.next
 		g.next = nil
 		g.mu.Unlock()
-		r.err = syncRoundFS(r.dir)
-		close(r.done)
+		r.err = g.fs()
 		g.mu.Lock()
+		if r.err != nil {
+			g.failed = r.err
+			if w := g.next; w != nil {
+				w.err = r.err
+				close(w.done)
+				g.next = nil
+			}
+		}
+		close(r.done)
 	}
 	g.running = false
 	g.mu.Unlock()
 }
 
-// syncFile makes what was written to f (a file in dir, on the filesystem
-// dev) durable: its own fsync (fdatasync when dataOnly), or the next round
-// of its filesystem's group when other syncs are under way (dev 0: never).
-func syncFile(f *os.File, dir string, dev uint64, dataOnly bool) error {
+// syncFile makes what was written to f durable: its own fsync (fdatasync
+// when dataOnly), or the next round of g, its filesystem's group, when other
+// syncs are under way (g nil: never).
+func syncFile(f *os.File, g *syncGroup, dataOnly bool) error {
 	n := syncsInFlight.Add(1)
 	defer syncsInFlight.Add(-1)
-	if dev != 0 && n > groupSyncAbove {
-		return syncGroupOf(dev).sync(dir)
+	if g != nil && n > groupSyncAbove {
+		if joined, err := g.sync(); joined {
+			return err
+		}
 	}
 	if dataOnly {
 		return fdatasync(f)

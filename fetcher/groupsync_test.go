@@ -2,6 +2,8 @@ package fetcher
 
 import (
 	"errors"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,80 +12,115 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Callers that arrive while a round runs share the next one; a round's error
-// goes to its own callers only.
-func TestSyncGroupRounds(t *testing.T) {
+// blockingRounds is a syncGroup whose rounds wait for release and count.
+func blockingRounds() (*syncGroup, chan error, *atomic.Int64) {
 	release := make(chan error)
-	var mu sync.Mutex
-	var rounds []string
-	syncRoundFS = func(dir string) error {
-		mu.Lock()
-		rounds = append(rounds, dir)
-		mu.Unlock()
-		return <-release
-	}
-	t.Cleanup(func() { syncRoundFS = syncFS })
-	g := &syncGroup{}
+	var rounds atomic.Int64
+	g := &syncGroup{fs: func() error { rounds.Add(1); return <-release }}
+	return g, release, &rounds
+}
 
-	first := make(chan error, 1)
-	go func() { first <- g.sync("a") }()
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(rounds) == 1 }, 5*time.Second, time.Millisecond)
-
-	// 20 callers during the first round: one more round for all of them.
-	const n = 20
-	later := make(chan error, n)
-	for range n {
-		go func() { later <- g.sync("b") }()
-	}
+// waitNext waits until a caller waits for the round after the running one,
+// then lets the others that were started join it.
+func waitNext(t *testing.T, g *syncGroup) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.next != nil
 	}, 5*time.Second, time.Millisecond)
-	time.Sleep(50 * time.Millisecond) // let the 20 join the next round
-	boom := errors.New("boom")
+	time.Sleep(50 * time.Millisecond)
+}
+
+func syncAsync(g *syncGroup) chan error {
+	c := make(chan error, 1)
+	go func() {
+		joined, err := g.sync()
+		if !joined {
+			err = errors.New("not joined")
+		}
+		c <- err
+	}()
+	return c
+}
+
+// Callers that arrive while a round runs share the next one, and the group
+// goes idle after it.
+func TestSyncGroupRounds(t *testing.T) {
+	g, release, rounds := blockingRounds()
+	first := syncAsync(g)
+	require.Eventually(t, func() bool { return rounds.Load() == 1 }, 5*time.Second, time.Millisecond)
+	const n = 20
+	later := make([]chan error, n)
+	for i := range later {
+		later[i] = syncAsync(g)
+	}
+	waitNext(t, g)
 	release <- nil
 	require.NoError(t, <-first)
-	release <- boom
-	for range n {
-		require.ErrorIs(t, <-later, boom)
+	release <- nil
+	for _, c := range later {
+		require.NoError(t, <-c)
 	}
-	mu.Lock()
-	require.Equal(t, []string{"a", "b"}, rounds, "one round for the 20 callers of the second")
-	mu.Unlock()
+	require.Equal(t, int64(2), rounds.Load(), "one round for the 20 callers of the second")
 
-	// After the rounds, the group is idle, and a new caller starts a round.
 	go func() { release <- nil }()
-	require.NoError(t, g.sync("c"))
+	require.NoError(t, <-syncAsync(g))
+	require.Equal(t, int64(3), rounds.Load())
+}
+
+// A failed round fails its callers and those waiting for the next one (their
+// writes may predate the error, which syncfs reports once), and turns the
+// group off: later callers sync their own files.
+func TestSyncGroupFailureIsNeverLost(t *testing.T) {
+	g, release, rounds := blockingRounds()
+	first := syncAsync(g)
+	require.Eventually(t, func() bool { return rounds.Load() == 1 }, 5*time.Second, time.Millisecond)
+	waiting := syncAsync(g)
+	waitNext(t, g)
+	boom := errors.New("writeback failed")
+	release <- boom
+	require.ErrorIs(t, <-first, boom)
+	require.ErrorIs(t, <-waiting, boom, "the next round's callers hear of the error too")
+	require.Equal(t, int64(1), rounds.Load(), "no round after the failure")
+	joined, err := g.sync()
+	require.False(t, joined, "the group is off")
+	require.NoError(t, err)
 }
 
 // Many FileLogs syncing at once (a failover's barriers) all get durable
-// appends through the group, and each reads its batches back after a crash.
+// appends through their filesystem's group, and each reads its batches back
+// after a crash.
 func TestFileLogsSyncTogether(t *testing.T) {
 	root := t.TempDir()
 	const n = 64
 	logs := make([]*FileLog, n)
 	for i := range logs {
-		logs[i] = openFile(t, root+"/"+string(rune('a'+i%26))+string(rune('a'+i/26)), FileLogOptions{Fsync: FsyncOnFlush})
+		logs[i] = openFile(t, filepath.Join(root, strconv.Itoa(i)), FileLogOptions{Fsync: FsyncOnFlush})
 		appendN(t, logs[i], 1)
 	}
+	g := logs[0].group
+	require.NotNil(t, g, "group syncs on Linux 5.8+")
+	var rounds atomic.Int64
+	fs := g.fs
+	g.fs = func() error { rounds.Add(1); return fs() }
 	// As if many other syncs were under way: every sync joins a round.
 	syncsInFlight.Add(groupSyncAbove)
 	defer syncsInFlight.Add(-groupSyncAbove)
-	var rounds atomic.Int64
-	syncRoundFS = func(dir string) error { rounds.Add(1); return syncFS(dir) }
-	t.Cleanup(func() { syncRoundFS = syncFS })
+	batch := appendN(t, NewMemoryLog(MemoryLogOptions{}), 1)
 	var wg sync.WaitGroup
-	errs := make(chan error, n*2)
+	errs := make(chan error, n*3)
 	for _, l := range logs {
 		wg.Go(func() {
 			_, err := l.BumpLeaderEpoch(-1)
 			errs <- err
-			appendN(t, l, 1)
+			_, err = l.AppendAsLeader(batch)
+			errs <- err
 			errs <- l.SyncData()
 		})
 	}
 	wg.Wait()
+	g.fs = fs
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)

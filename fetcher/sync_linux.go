@@ -28,23 +28,26 @@ func fileSystemOf(dir string) uint64 {
 	return uint64(st.Dev) + 1 // never 0
 }
 
-// syncFS is syncfs(2) of dir's filesystem.
-func syncFS(dir string) error {
+// openSyncFS opens dir and returns a syncfs(2) of its filesystem through
+// that descriptor, which stays open for the process's life: syncfs reports
+// the writeback errors since the descriptor was opened.
+func openSyncFS(dir string) (func() error, error) {
 	f, err := os.Open(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer f.Close()
-	for {
-		err := unix.Syncfs(int(f.Fd()))
-		if err == unix.EINTR {
-			continue
+	return func() error {
+		for {
+			err := unix.Syncfs(int(f.Fd()))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return os.NewSyscallError("syncfs", err)
+			}
+			return nil
 		}
-		if err != nil {
-			return os.NewSyscallError("syncfs", err)
-		}
-		return nil
-	}
+	}, nil
 }
 
 var syncfsErrors = sync.OnceValue(func() bool {

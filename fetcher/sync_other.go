@@ -13,4 +13,6 @@ func fdatasync(f *os.File) error { return f.Sync() }
 // fileSystemOf is 0: no group syncs without syncfs(2).
 func fileSystemOf(string) uint64 { return 0 }
 
-func syncFS(string) error { return errors.New("fetcher: no syncfs on this system") }
+func openSyncFS(string) (func() error, error) {
+	return nil, errors.New("fetcher: no syncfs on this system")
+}
