@@ -29,11 +29,9 @@ import (
 // groupSyncAbove is how many syncs must be under way in the process for a
 // new one to join its filesystem's round: a mass event (a failover of
 // thousands of partitions), not a busy mirror's flushes: a syncfs waits for
-// everything dirty on the filesystem, other processes' files too. (With 8,
-// the CI race run of mirrorsim, many FileLogs on a root filesystem shared
-// with the other test processes, took 532 s against 419 s before; not
-// proven to be the rounds' doing, but a round there costs what the others
-// wrote.)
+// everything dirty on the filesystem, other processes' files too, so on a
+// root filesystem shared with other work a round costs what that work
+// wrote.
 const groupSyncAbove = 64
 
 var syncsInFlight atomic.Int64
