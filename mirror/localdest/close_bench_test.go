@@ -72,11 +72,14 @@ func BenchmarkCloseAtScale(b *testing.B) {
 }
 
 // forEach runs fn for partitions 0..n-1 on 8 goroutines and fails at the first error.
-func forEach(b *testing.B, n int32, fn func(p int32) error) {
+func forEach(b *testing.B, n int32, fn func(p int32) error) { forEachN(b, n, 8, fn) }
+
+// forEachN calls fn for each of n partitions from workers goroutines.
+func forEachN(b *testing.B, n int32, workers int, fn func(p int32) error) {
 	var wg sync.WaitGroup
 	next := make(chan int32)
 	errs := make(chan error, 8)
-	for range 8 {
+	for range workers {
 		wg.Go(func() {
 			for p := range next {
 				if err := fn(p); err != nil {
@@ -96,5 +99,40 @@ func forEach(b *testing.B, n int32, fn func(p int32) error) {
 	close(errs)
 	for err := range errs {
 		require.NoError(b, err)
+	}
+}
+
+// BenchmarkSetReadOnlyAtScale measures a failover's and a failback's part in a file
+// destination: KMIRROR_READONLY_PARTITIONS partitions (default 100,000) flagged
+// read-only by 512 concurrent callers, as a stop's reconcilers do, then cleared the
+// same way. It reports flag-s and clear-s, and checks the flags after a reopen.
+//
+//	go test -run '^$' -bench SetReadOnlyAtScale -benchtime 1x ./mirror/localdest/
+func BenchmarkSetReadOnlyAtScale(b *testing.B) {
+	n := int32(100000)
+	if v, err := strconv.Atoi(os.Getenv("KMIRROR_READONLY_PARTITIONS")); err == nil && v > 0 {
+		n = int32(v)
+	}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		root := b.TempDir()
+		d, err := OpenFile(root, "dst", fetcher.FileLogOptions{})
+		require.NoError(b, err)
+		require.NoError(b, d.CreateTopic(context.Background(), dest.TopicSpec{Name: "t", TopicID: records.UUID{1}, Partitions: n}))
+		b.StartTimer()
+		start := time.Now()
+		forEachN(b, n, 512, func(p int32) error { return d.SetReadOnly("t", p, true) })
+		b.ReportMetric(time.Since(start).Seconds(), "flag-s")
+		require.NoError(b, d.Close())
+		d, err = OpenFile(root, "dst", fetcher.FileLogOptions{})
+		require.NoError(b, err)
+		for p := range n {
+			require.True(b, d.ReadOnly("t", p), "partition %d", p)
+		}
+		start = time.Now()
+		forEachN(b, n, 512, func(p int32) error { return d.SetReadOnly("t", p, false) })
+		b.ReportMetric(time.Since(start).Seconds(), "clear-s")
+		b.StopTimer()
+		require.NoError(b, d.Close())
 	}
 }

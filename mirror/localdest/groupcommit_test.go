@@ -15,8 +15,9 @@ import (
 	"github.com/kmirror/kmirror/records"
 )
 
-// heldWrites makes d's writes of kmirror-topics.json wait on release (after
-// announcing themselves on started) and counts them; fail makes them fail.
+// heldWrites makes d's writes of kmirror-topics.json and of its read-only journal wait
+// on release (after announcing themselves on started) and counts them; fail makes
+// them fail.
 type heldWrites struct {
 	started chan struct{}
 	release chan struct{}
@@ -26,15 +27,27 @@ type heldWrites struct {
 
 func holdWrites(d *LocalDestination) *heldWrites {
 	h := &heldWrites{started: make(chan struct{}, 1000), release: make(chan struct{})}
-	real := d.writeTopics
-	d.writeTopics = func(data []byte) error {
+	hold := func() error {
 		h.writes.Add(1)
 		h.started <- struct{}{}
 		<-h.release
 		if h.fail.Load() {
 			return errors.New("disk full")
 		}
-		return real(data)
+		return nil
+	}
+	realTopics, realRO := d.writeTopics, d.writeReadOnly
+	d.writeTopics = func(data []byte) error {
+		if err := hold(); err != nil {
+			return err
+		}
+		return realTopics(data)
+	}
+	d.writeReadOnly = func(data []byte, records int, snapshot bool) error {
+		if err := hold(); err != nil {
+			return err
+		}
+		return realRO(data, records, snapshot)
 	}
 	return h
 }
@@ -48,7 +61,7 @@ func openTopic(t *testing.T, partitions int32) *LocalDestination {
 	return d
 }
 
-// TestSetReadOnlyGroupCommit: while one write of the topics file is under way, the
+// TestSetReadOnlyGroupCommit: while one write of the read-only journal is under way, the
 // flags set by many concurrent SetReadOnly calls go out together in the next write,
 // each call returning only once its flag is durable (read back from the file).
 func TestSetReadOnlyGroupCommit(t *testing.T) {
@@ -66,7 +79,7 @@ func TestSetReadOnlyGroupCommit(t *testing.T) {
 	require.Eventually(t, func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return len(d.meta.ReadOnly) == 64
+		return len(d.readOnly) == 64
 	}, 10*time.Second, time.Millisecond)
 	close(h.release)
 	require.NoError(t, <-first)
@@ -76,10 +89,12 @@ func TestSetReadOnlyGroupCommit(t *testing.T) {
 	}
 	require.LessOrEqual(t, h.writes.Load(), int64(2), "63 flags set during one write go out in one more write")
 
-	var back fileDestMeta
-	require.NoError(t, readJSON(d.root+"/"+topicsFile, &back))
+	j, back, ok, err := openReadOnlyJournal(d.root)
+	require.NoError(t, err)
+	require.True(t, ok)
+	j.close()
 	for p := range 64 {
-		require.True(t, back.ReadOnly[roKey("t", int32(p))], "partition %d durable", p)
+		require.True(t, back[roKey("t", int32(p))], "partition %d durable", p)
 	}
 }
 

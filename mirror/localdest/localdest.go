@@ -27,7 +27,8 @@ import (
 
 // LocalDestination is the Destination kmirror ships. Opened with OpenFile it
 // is the embedded default: one FileLog directory per partition under its root
-// (fetcher.PartitionDir), topic metadata and read-only flags in kmirror-topics.json,
+// (fetcher.PartitionDir), topic metadata in kmirror-topics.json, read-only flags in the
+// journal kmirror-read-only.log (appended to, readonly.go),
 // group offsets in kmirror-groups.json and the producer-id blocks handed out
 // (dest.ProducerIDAllocator) in kmirror-producer-ids.json, each replaced atomically. Made with
 // NewMemory it keeps everything in memory on MemoryLogs, for tests and
@@ -48,6 +49,20 @@ type LocalDestination struct {
 	// removal of the flag is not durable yet: the partition stays read-only
 	// for everyone until it is (readOnlyLocked).
 	unsettled map[string]int
+	// readOnly holds the read-only flags, by roKey. A file destination keeps them
+	// in its journal (readonly.go): roPending holds the records of changes not
+	// written yet (roPendingN of them), roBroken says the next write must be a
+	// snapshot (a write failed, or the flags came from kmirror-topics.json), and
+	// topicsDirty that meta changed since its last write.
+	readOnly    map[string]bool
+	roJournal   *readOnlyJournal
+	roPending   []byte
+	roPendingN  int
+	roBroken    bool
+	topicsDirty bool
+	// writeReadOnly writes records to the journal: appended, or as a snapshot
+	// replacing it (tests replace it to hold or fail a write).
+	writeReadOnly func(data []byte, records int, snapshot bool) error
 	// gen counts the changes of meta; saved is the highest gen known durable.
 	// saveMu serializes the writes of topicsFile (saveLocked's group commit).
 	gen, saved uint64
@@ -74,7 +89,9 @@ type LocalDestination struct {
 
 type fileDestMeta struct {
 	Topics   map[string]*fileTopic `json:"topics"`
-	ReadOnly map[string]bool       `json:"read_only"`
+	// ReadOnly is where the read-only flags were kept before the journal
+	// (readOnlyFile): read at open, never written.
+	ReadOnly map[string]bool `json:"read_only,omitempty"`
 }
 
 type fileTopic struct {
@@ -140,9 +157,14 @@ func OpenFile(root, clusterID string, opts fetcher.FileLogOptions) (_ *LocalDest
 	if d.meta.Topics == nil {
 		d.meta.Topics = map[string]*fileTopic{}
 	}
-	if d.meta.ReadOnly == nil {
-		d.meta.ReadOnly = map[string]bool{}
+	if err := d.openReadOnly(); err != nil {
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			d.roJournal.close()
+		}
+	}()
 	if err := readJSON(filepath.Join(root, groupsFile), &d.groups); err != nil {
 		return nil, err
 	}
@@ -172,7 +194,8 @@ func NewMemory(clusterID string, opts fetcher.MemoryLogOptions) *LocalDestinatio
 func newLocalDestination(clusterID string, open func(string, int32) (fetcher.Log, error)) *LocalDestination {
 	return &LocalDestination{
 		clusterID: clusterID, openLog: open,
-		meta:   fileDestMeta{Topics: map[string]*fileTopic{}, ReadOnly: map[string]bool{}},
+		meta:     fileDestMeta{Topics: map[string]*fileTopic{}},
+		readOnly: map[string]bool{},
 		logs:   map[dest.TopicPartition]fetcher.Log{},
 		active: map[string]bool{},
 
@@ -382,14 +405,15 @@ func roKey(topic string, partition int32) string {
 	return topic + "/" + strconv.FormatInt(int64(partition), 10)
 }
 
-// SetReadOnly implements dest.Destination. The flag is durable (kmirror-topics.json)
-// when it returns nil; concurrent calls share the writes of that file (saveLocked).
+// SetReadOnly implements dest.Destination. The flag is durable (kmirror-read-only.log)
+// when it returns nil; concurrent calls share the appends and fsyncs of that journal
+// (saveReadOnlyLocked).
 func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := roKey(topic, partition)
 	tp := dest.TopicPartition{Topic: topic, Partition: partition}
-	if d.meta.ReadOnly[k] == readOnly {
+	if d.readOnly[k] == readOnly {
 		// Possibly set by a call whose save is still under way: durable first.
 		if err := d.durableLocked(); err != nil {
 			return err
@@ -405,17 +429,17 @@ func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly b
 		if l := d.logs[tp]; l != nil {
 			l.SetReadOnly(true)
 		}
-		d.meta.ReadOnly[k] = true
-		return d.saveLocked()
+		d.readOnly[k] = true
+		return d.saveReadOnlyLocked('+', k)
 	}
-	delete(d.meta.ReadOnly, k)
+	delete(d.readOnly, k)
 	d.unsettled[k]++ // read-only for everyone until the removal is durable
-	err := d.saveLocked()
+	err := d.saveReadOnlyLocked('-', k)
 	if d.unsettled[k]--; d.unsettled[k] == 0 {
 		delete(d.unsettled, k)
 	}
 	if err != nil {
-		d.meta.ReadOnly[k] = true
+		d.readOnly[k] = true
 		return err
 	}
 	if l := d.logs[tp]; l != nil {
@@ -427,7 +451,7 @@ func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly b
 // readOnlyLocked reports whether the partition of key k is read-only: flagged, or
 // its flag's removal not durable yet.
 func (d *LocalDestination) readOnlyLocked(k string) bool {
-	return d.meta.ReadOnly[k] || d.unsettled[k] > 0
+	return d.readOnly[k] || d.unsettled[k] > 0
 }
 
 // ReadOnly implements dest.Destination.
@@ -608,18 +632,32 @@ func (d *LocalDestination) Close() error {
 		})
 	}
 	wg.Wait()
+	d.roJournal.close()
 	if d.rootLock != nil {
 		errs = append(errs, d.rootLock.Close())
 	}
 	return errors.Join(errs...)
 }
 
-// saveLocked makes the current meta durable in topicsFile. It is called with d.mu
+// saveLocked makes the current meta durable in topicsFile (and any read-only flags
+// changed meanwhile in their journal). It is called with d.mu
 // held and returns with it held, but releases it while the file is written: the
 // calls made meanwhile (the reconcilers of many partitions flagging them at once)
 // wait for the write under way, and the next write takes all their changes (a group
 // commit), so P flags cost a few writes of the file, not P.
 func (d *LocalDestination) saveLocked() error {
+	d.topicsDirty = true
+	d.gen++
+	return d.commitLocked(d.gen)
+}
+
+// saveReadOnlyLocked makes the change of k's read-only flag (op '+' or '-', already
+// made in d.readOnly) durable, sharing the journal's writes with concurrent calls.
+func (d *LocalDestination) saveReadOnlyLocked(op byte, k string) error {
+	if d.root != "" {
+		d.roPending = appendReadOnlyRecord(d.roPending, op, k)
+		d.roPendingN++
+	}
 	d.gen++
 	return d.commitLocked(d.gen)
 }
@@ -650,15 +688,44 @@ func (d *LocalDestination) commitLocked(gen uint64) error {
 		return fetcher.ErrClosed // the root's lock may be released: never written after Close
 	}
 	g := d.gen
-	data, err := json.MarshalIndent(&d.meta, "", "  ")
-	if err != nil {
-		return err
+	// The journal first: a flag is never dropped by a topics file written without
+	// the flags it used to hold (openReadOnly).
+	var ro []byte
+	roN, snapshot := 0, false
+	if d.roPendingN > 0 || d.roBroken {
+		if d.roBroken || d.roJournal.needsSnapshot(len(d.readOnly)) {
+			ro, roN, snapshot = encodeReadOnlySnapshot(d.readOnly), len(d.readOnly)+1, true
+		} else {
+			ro, roN = d.roPending, d.roPendingN
+		}
+		d.roPending, d.roPendingN = nil, 0
+	}
+	var topics []byte
+	if d.topicsDirty {
+		var err error
+		if topics, err = json.MarshalIndent(&fileDestMeta{Topics: d.meta.Topics}, "", "  "); err != nil {
+			return err
+		}
+		d.topicsDirty = false
 	}
 	d.mu.Unlock()
-	err = d.writeTopics(data)
+	var roErr, topicsErr error
+	if roN > 0 {
+		roErr = d.writeReadOnly(ro, roN, snapshot)
+	}
+	if roErr == nil && topics != nil {
+		topicsErr = d.writeTopics(topics)
+	}
 	d.mu.Lock()
-	if err != nil {
-		return fmt.Errorf("mirror: write %s: %w", topicsFile, err)
+	if roErr != nil {
+		d.roBroken = true // what the failed write held, and anything it left behind
+		d.topicsDirty = d.topicsDirty || topics != nil
+		return fmt.Errorf("mirror: write %s: %w", readOnlyFile, roErr)
+	}
+	d.roBroken = false
+	if topicsErr != nil {
+		d.topicsDirty = true
+		return fmt.Errorf("mirror: write %s: %w", topicsFile, topicsErr)
 	}
 	d.saved = max(d.saved, g)
 	return nil
