@@ -88,7 +88,7 @@ type LocalDestination struct {
 }
 
 type fileDestMeta struct {
-	Topics   map[string]*fileTopic `json:"topics"`
+	Topics map[string]*fileTopic `json:"topics"`
 	// ReadOnly is where the read-only flags were kept before the journal
 	// (readOnlyFile): read at open, never written.
 	ReadOnly map[string]bool `json:"read_only,omitempty"`
@@ -196,8 +196,8 @@ func newLocalDestination(clusterID string, open func(string, int32) (fetcher.Log
 		clusterID: clusterID, openLog: open,
 		meta:     fileDestMeta{Topics: map[string]*fileTopic{}},
 		readOnly: map[string]bool{},
-		logs:   map[dest.TopicPartition]fetcher.Log{},
-		active: map[string]bool{},
+		logs:     map[dest.TopicPartition]fetcher.Log{},
+		active:   map[string]bool{},
 
 		opening:   map[dest.TopicPartition]*logOpen{},
 		unsettled: map[string]int{},
