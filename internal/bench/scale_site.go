@@ -251,9 +251,19 @@ func waitCountsFresh(ctx context.Context, cl *admin.Client, mirror string, want 
 	var last partitionCounts
 	var logged time.Time
 	for {
+		asked := time.Now()
 		c, err := describeCountsSince(ctx, cl, mirror, want, topics, fresh)
 		if sample != nil {
 			sample()
+		}
+		if err != nil && progress != nil && time.Since(logged) >= 2*time.Second {
+			// A describe that fails, or answers late, shows in the log: the counts between
+			// two progress lines are then older than the poll interval says.
+			logged = time.Now()
+			progress("%.1fs: describe failed after %.1fs: %v", time.Since(since).Seconds(), time.Since(asked).Seconds(), err)
+		}
+		if err == nil && progress != nil && time.Since(asked) >= 5*time.Second {
+			progress("%.1fs: describe answered in %.1fs", time.Since(since).Seconds(), time.Since(asked).Seconds())
 		}
 		if err == nil {
 			last = c
