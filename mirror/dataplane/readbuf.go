@@ -45,20 +45,17 @@ func fetchBuffers(ctx context.Context) *readBuffers {
 	return rb
 }
 
-// get lends a pooled buffer, nil when the pool holds none. It never
-// allocates: a read into a buffer too small for it (or nil) allocates what
-// it needs itself, sized to the batches there are up to the partition's
+// get takes a pooled buffer, nil when the pool holds none; the read that
+// takes it lends it (lend) when its records are in it, or puts it back. It
+// never allocates: a read into a buffer too small for it (or nil) allocates
+// what it needs itself, sized to the batches there are up to the partition's
 // limit (FileLog.ReadBuffer), and keep lends that memory to the pool. A
 // buffer of the partition limit per partition read (1 MiB by default, for a
 // batch of a hundred bytes) made one Fetch of 12,500 partitions that each
 // held one record allocate 12.5 GiB on the source.
-func (rb *readBuffers) get() []byte {
+func (rb *readBuffers) get() *[]byte {
 	bp, _ := readBufferPool.Get().(*[]byte)
-	if bp == nil {
-		return nil
-	}
-	rb.lend(bp)
-	return (*bp)[:0]
+	return bp
 }
 
 // minPooledRead is the smallest read whose fresh memory keep pools: smaller
@@ -107,14 +104,34 @@ type pooledLog struct {
 	rb *readBuffers
 }
 
-// Read implements fetcher.Log.
+// Read implements fetcher.Log. Exactly one buffer per read stays lent, the
+// one holding the records: a pooled buffer too small for them goes straight
+// back to the pool (lent as well, it was held until the response was done,
+// and a long poll's one response then lent two).
 func (l pooledLog) Read(offset int64, maxBytes int) ([]byte, error) {
-	buf := l.rb.get()
+	bp := l.rb.get()
+	var buf []byte
+	if bp != nil {
+		buf = (*bp)[:0]
+	}
 	out, err := l.br.ReadBuffer(offset, maxBytes, buf)
-	if err == nil && len(out) > 0 && (cap(buf) == 0 || &out[0] != &buf[:1][0]) {
-		l.rb.keep(out) // the read did not fit buf: new memory
+	switch {
+	case sameMemory(out, buf):
+		l.rb.lend(bp)
+	default:
+		if bp != nil {
+			readBufferPool.Put(bp)
+		}
+		if err == nil && len(out) > 0 {
+			l.rb.keep(out) // the read did not fit buf: new memory
+		}
 	}
 	return out, err
+}
+
+// sameMemory reports whether out starts in buf's memory.
+func sameMemory(out, buf []byte) bool {
+	return len(out) > 0 && cap(buf) > 0 && &out[0] == &buf[:1][0]
 }
 
 // pooled returns part with its log reading into rb's buffers, when rb is

@@ -116,6 +116,41 @@ func TestReadBuffersPooling(t *testing.T) {
 	require.Empty(t, rb.lent)
 }
 
+// TestPooledReadLendsOneBuffer: a read lends exactly the buffer its records
+// are in, whether the pooled buffer it took fitted them or was too small (a
+// small one went back to the pool instead of staying lent with the new
+// memory until the response was done).
+func TestPooledReadLendsOneBuffer(t *testing.T) {
+	dst, err := mirror.OpenFileDestination(t.TempDir(), "cluster-lend", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dst.Close() })
+	s := &site{dst: dst}
+	s.topic(t, "lend", 1)
+	l := s.log(t, "lend", 0)
+	require.NoError(t, l.Append(dataBatch(t, 0, 0, 1000, -1, 0, false)))
+	want, err := l.Read(0, 1<<20)
+	require.NoError(t, err)
+	require.Greater(t, len(want), minPooledRead)
+	part := partition{log: l}
+	for _, size := range []int{minPooledRead, 2 * len(want)} { // too small, enough
+		// The pool may drop what it is given (it does at random under the
+		// race detector): several rounds make the small buffer's case certain.
+		for range 20 {
+			for readBufferPool.Get() != nil {
+			}
+			small := make([]byte, 0, size)
+			readBufferPool.Put(&small)
+			rb := &readBuffers{}
+			got, err := part.pooled(rb, 1<<20).log.Read(0, 1<<20)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.Len(t, rb.lent, 1, "one lent buffer per read (pooled buffer of %d bytes)", size)
+			require.Same(t, &got[0], &(*rb.lent[0])[:1][0], "the lent buffer holds the records")
+			rb.release()
+		}
+	}
+}
+
 // TestFetchManyPartitionsAllocatesWhatItReads: a Fetch of 300 partitions
 // that each hold one small batch, with Kafka's default 1 MiB partition
 // limit, allocates about what it returns, not the limit per partition (300
