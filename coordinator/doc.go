@@ -22,7 +22,11 @@
 //     its partition with records.PartitionFor, batches the records of many
 //     commands into one Store.Append (AppendLinger, MaxBatchRecords), answers
 //     only after the append is durable and rolls the shard back to its
-//     committed view when an append fails.
+//     committed view when an append fails. A read that writes nothing is
+//     answered at once from the committed shard (what the Store holds), as
+//     Kafka's runtime answers read operations at the last committed offset:
+//     a describe never queues behind the appends in flight, and never sees
+//     a write that is not durable.
 //   - Store: persistence behind a narrow interface. MemoryStore keeps the
 //     logs in memory with crash and fault injection; KafkaStore writes a
 //     compacted Kafka topic through sarama with one transactional producer
@@ -35,5 +39,6 @@
 //
 // Concurrency: Runtime, MemoryStore and KafkaStore are safe for concurrent
 // use; Runtime.Close returns only after every goroutine it started has
-// exited. Shard is not safe for concurrent use.
+// exited. Shard is not safe for concurrent use with Replay (its commands
+// only read it: the Runtime runs them concurrently under a read lock).
 package coordinator

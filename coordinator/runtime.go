@@ -92,6 +92,30 @@ type partition struct {
 	reqs      chan *op
 	loaded    chan struct{} // closed when the load finished (either way)
 	done      chan struct{} // closed when the goroutine has exited
+
+	// mu guards committed, the shard of what the store holds: the owner
+	// goroutine replays each appended batch into it under the write lock,
+	// and reads that write nothing are answered from it under the read lock,
+	// without queueing behind the appends in flight.
+	mu        sync.RWMutex
+	committed *Shard // set before status turns active
+}
+
+// readCommitted answers req from the committed shard, as Kafka's coordinator
+// runtime answers its read operations from the last committed offset. It
+// reports false when the read would raise a stored leader epoch (a write, done
+// by the owner goroutine) or the shard is not loaded.
+func (p *partition) readCommitted(req ReadRequest) (opResult, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.committed == nil {
+		return opResult{}, false
+	}
+	c := p.committed.ReadMirrorStates(req)
+	if len(c.Records) > 0 {
+		return opResult{}, false
+	}
+	return opResult{read: c.Response}, true
 }
 
 type opKind uint8
@@ -228,6 +252,12 @@ func (r *Runtime) submit(ctx context.Context, id int32, o *op) (admin.Code, erro
 		return admin.CodeNotCoordinator, nil
 	}
 	o.owner = p
+	if o.kind == opRead {
+		if res, ok := p.readCommitted(o.read); ok {
+			o.resp <- res
+			return admin.CodeNone, nil
+		}
+	}
 	select {
 	case p.reqs <- o:
 		return admin.CodeNone, nil

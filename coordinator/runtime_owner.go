@@ -31,6 +31,9 @@ func (r *Runtime) run(p *partition, prev *partition) {
 		return
 	}
 	o := &owner{r: r, p: p, committed: committed, work: committed.Clone()}
+	p.mu.Lock()
+	p.committed = committed
+	p.mu.Unlock()
 	p.status.Store(statusActive)
 	close(p.loaded)
 	defer o.shutdown()
@@ -151,12 +154,14 @@ func (o *owner) flush() bool {
 	err := o.r.store.Append(ctx, o.p.id, o.p.epoch, o.batch)
 	cancel()
 	if err == nil {
+		o.p.mu.Lock()
 		for _, rec := range o.batch {
 			if rerr := o.committed.Replay(rec); rerr != nil {
 				err = rerr // impossible: the shard made these records
 				break
 			}
 		}
+		o.p.mu.Unlock()
 	}
 	ok := true
 	if err != nil {

@@ -299,3 +299,69 @@ func TestRuntimeCloseFailsWaiters(t *testing.T) {
 	}
 	require.Empty(t, ms.Records(0))
 }
+
+// TestRuntimeReadsDoNotWaitForAppends: a read that writes nothing is answered
+// from the committed state while an append is in flight (a describe of a
+// site does not queue behind a failover's state writes); a read that raises
+// the stored leader epoch is a write and waits for its own batch.
+func TestRuntimeReadsDoNotWaitForAppends(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ms := NewMemoryStore()
+	r := newRuntime(t, Config{NumPartitions: 1, AppendLinger: -1}, ms)
+	loadAllParts(t, r, 1)
+	wr, err := r.WriteMirrorStates(ctx, wreq("m", wp(0, statemachine.Preparing, 1, 0)))
+	require.NoError(t, err)
+	require.Equal(t, admin.CodeNone, wr.Partitions[0].ErrorCode)
+
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once, released sync.Once
+	unblock := func() { released.Do(func() { close(release) }) }
+	defer unblock() // a failed check must not leave Close waiting on the append
+	ms.SetAppendHook(func(int32, []records.StateRecord) error {
+		once.Do(func() { close(entered) })
+		<-release
+		return nil
+	})
+	written := make(chan WriteResponse, 1)
+	go func() {
+		wr, err := r.WriteMirrorStates(ctx, wreq("m", wp(0, statemachine.Mirroring, 1, 1)))
+		if err != nil {
+			wr = WriteResponse{}
+		}
+		written <- wr
+	}()
+	<-entered
+
+	// The append is blocked: this read is answered, from what is committed.
+	rd, err := r.ReadMirrorStates(ctx, rreq("m", -1, 0))
+	require.NoError(t, err, "a read waited for the append in flight")
+	require.Equal(t, statemachine.Preparing, rd.Partitions[0].State, "the uncommitted write is not visible")
+	require.Equal(t, int32(1), rd.Partitions[0].StateEpoch)
+
+	// A read that raises the leader epoch is queued behind the append.
+	raised := make(chan ReadResponse, 1)
+	go func() {
+		rd, _ := r.ReadMirrorStates(ctx, rreq("m", 5, 0))
+		raised <- rd
+	}()
+	select {
+	case <-raised:
+		t.Fatal("a read raising the leader epoch was answered before the append in flight was durable")
+	case <-written:
+		t.Fatal("the blocked append was answered")
+	default:
+	}
+	unblock()
+	require.Equal(t, admin.CodeNone, (<-written).Partitions[0].ErrorCode)
+	rd = <-raised
+	require.Equal(t, admin.CodeNone, rd.Partitions[0].ErrorCode)
+	require.Equal(t, int32(5), rd.Partitions[0].LeaderEpoch)
+
+	rd, err = r.ReadMirrorStates(ctx, rreq("m", -1, 0))
+	require.NoError(t, err)
+	require.Equal(t, statemachine.Mirroring, rd.Partitions[0].State)
+	require.Equal(t, int32(5), rd.Partitions[0].LeaderEpoch)
+	require.Len(t, ms.Records(0), 3, "the raise was appended")
+}
