@@ -115,6 +115,7 @@ func OpenFileLog(dir string, opts FileLogOptions) (*FileLog, error) {
 		l.closeFiles()
 		return nil, fileLimitError(err)
 	}
+	l.share()
 	return l, nil
 }
 

@@ -11,18 +11,46 @@ import (
 // epoch cache, producer state, read-only flag) under one RWMutex, and the Log
 // methods answered from it alone. Both logs embed it; mu also guards their own
 // fields.
+//
+// The log start, log end and high watermark are also published in atomics at
+// every write unlock, and their accessors read those: a reader of offsets
+// (a describe of 100,000 partitions, a metric) never waits for a writer that
+// holds the lock across an fsync (a stop's epoch bumps and markers made one
+// describe wait 14 s), and sees each change when the write that made it ends,
+// as it would through the lock.
 type guarded struct {
 	mu changeMutex
 	st logState
+
+	start, end, hw atomic.Int64 // st's, as of the last write unlock
+}
+
+// share makes the published offsets follow st: it publishes them now and at
+// every write unlock from here on. A log calls it before it is shared.
+func (g *guarded) share() {
+	g.mu.publish = g.publish
+	g.publish()
+}
+
+func (g *guarded) publish() {
+	g.start.Store(g.st.logStart)
+	g.end.Store(g.st.logEnd)
+	g.hw.Store(g.st.hw)
 }
 
 // changeMutex is the logs' RWMutex: every write unlock (the end of anything
-// that may have changed a log) advances logChanges, before the lock is
-// released.
-type changeMutex struct{ sync.RWMutex }
+// that may have changed a log) publishes the log's offsets and advances
+// logChanges, before the lock is released.
+type changeMutex struct {
+	sync.RWMutex
+	publish func() // guarded.publish, set by share
+}
 
 // Unlock implements sync.Locker.
 func (m *changeMutex) Unlock() {
+	if m.publish != nil {
+		m.publish()
+	}
 	logChanges.Add(1)
 	m.RWMutex.Unlock()
 }
@@ -48,25 +76,13 @@ func TracksChanges(l Log) bool {
 }
 
 // LogStartOffset implements Log.
-func (g *guarded) LogStartOffset() int64 {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.st.logStart
-}
+func (g *guarded) LogStartOffset() int64 { return g.start.Load() }
 
 // LogEndOffset implements Log.
-func (g *guarded) LogEndOffset() int64 {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.st.logEnd
-}
+func (g *guarded) LogEndOffset() int64 { return g.end.Load() }
 
 // HighWatermark implements Log.
-func (g *guarded) HighWatermark() int64 {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.st.hw
-}
+func (g *guarded) HighWatermark() int64 { return g.hw.Load() }
 
 // LastStableOffset implements Log.
 func (g *guarded) LastStableOffset() int64 {

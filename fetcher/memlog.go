@@ -47,13 +47,15 @@ var _ Log = (*MemoryLog)(nil)
 // NewMemoryLog returns an empty MemoryLog.
 func NewMemoryLog(opts MemoryLogOptions) *MemoryLog {
 	start := max(opts.StartOffset, 0)
-	return &MemoryLog{
+	m := &MemoryLog{
 		guarded:  guarded{st: newLogState(start)},
 		floor:    start,
 		syncEach: opts.SyncEveryAppend,
 		failAppN: opts.FailAppendN,
 		failFlsN: opts.FailFlushN,
 	}
+	m.share()
+	return m
 }
 
 // FailAppendAfter makes the nth append call from now (1-based) fail with
