@@ -20,6 +20,8 @@ type (
 	Destination = dest.Destination
 	// ReplicaWaiter is dest.ReplicaWaiter: a Destination with follower replicas.
 	ReplicaWaiter = dest.ReplicaWaiter
+	// OpenLogs is dest.OpenLogs: a Destination that tells whether a log is open.
+	OpenLogs = dest.OpenLogs
 	// GroupOffsets is dest.GroupOffsets: a Destination that stores group offsets.
 	GroupOffsets = dest.GroupOffsets
 	// ClientAdmin is dest.ClientAdmin: the host-facing topic admin operations.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kmirror/kmirror/admin"
 	"github.com/kmirror/kmirror/coordinator"
+	"github.com/kmirror/kmirror/fetcher"
 	"github.com/kmirror/kmirror/internal/reconcile"
 	"github.com/kmirror/kmirror/mirror/controller"
 	"github.com/kmirror/kmirror/mirror/metasync"
@@ -199,7 +200,9 @@ func (m *Mirror) createStartTopic(ctx context.Context, name string, st metasync.
 // the planned removals of this site's records as its approvals (controller.Approval). A topic refused here is made writable again as it was.
 func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, name string, metas []TopicMeta,
 	plans map[string][]PartitionPlan, o StartOptions) ([]TopicResult, error) {
-	openLogs(m.dest, metas)
+	if _, lazy := m.dest.(OpenLogs); !lazy {
+		openLogs(m.dest, metas) // planMoved opens every log: open them in parallel first
+	}
 	// The read-only flags of every topic at once: a destination that makes
 	// them durable by group commit (LocalDestination) then commits thousands
 	// of partitions' flags in a few writes, where topic after topic it writes
@@ -259,8 +262,9 @@ func (m *Mirror) commitStartTopics(ctx context.Context, mr *reconcile.Runtime, n
 const openWorkers = 32
 
 // openLogs opens the destination logs of every partition of topics, openWorkers at a
-// time, before the start goes through them one by one. An open that fails is left
-// to the caller's own Log call (which fails that partition alone, with the cause).
+// time, for a Destination that cannot tell an open log (OpenLogs), before planMoved
+// goes through them one by one. An open that fails is left to the partition's
+// reconciler (which fails that partition alone, with the cause).
 func openLogs(d Destination, topics []TopicMeta) {
 	type part struct {
 		topic string
@@ -291,9 +295,9 @@ func (m *Mirror) setTopicReadOnly(topic string, ro bool) ([]bool, error) {
 	spec, _ := m.dest.Topic(topic)
 	was := make([]bool, spec.Partitions)
 	err := eachPartition(spec.Partitions, func(p int32) error {
-		if l, err := m.dest.Log(topic, p); err == nil {
-			was[p] = l.ReadOnly()
-		} // else PREPARING fails the partition alone, with the cause
+		// The destination's flag, which its logs follow (open or not): opening the
+		// log is left to the partition's reconciler (a failed open fails it alone).
+		was[p] = m.dest.ReadOnly(topic, p)
 		return m.dest.SetReadOnly(topic, p, ro)
 	})
 	if err != nil {
@@ -339,9 +343,23 @@ func eachPartition(n int32, f func(p int32) error) error {
 
 // planMoved reports whether a log of topic grew or shrank since plan was computed.
 func planMoved(d Destination, topic string, plan []PartitionPlan) bool {
+	opened, lazy := d.(OpenLogs)
 	for _, p := range plan {
-		l, err := d.Log(topic, p.Partition)
-		if err != nil || l.LogEndOffset() != p.LogEnd || l.LogStartOffset() != p.LogStart {
+		var l fetcher.Log
+		if lazy {
+			var open bool
+			if l, open = opened.OpenLog(topic, p.Partition); !open {
+				// Not written since the plan read it (a log the plan read was open
+				// then), or ever: a topic this start created.
+				continue
+			}
+		} else {
+			var err error
+			if l, err = d.Log(topic, p.Partition); err != nil {
+				return true
+			}
+		}
+		if l.LogEndOffset() != p.LogEnd || l.LogStartOffset() != p.LogStart {
 			return true
 		}
 	}

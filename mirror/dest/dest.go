@@ -83,6 +83,18 @@ type ReplicaWaiter interface {
 	WaitReplicas(ctx context.Context, topic string, partition int32, offset int64, all bool) error
 }
 
+// OpenLogs is optionally implemented by a Destination that opens its logs on demand
+// and can tell whether a partition's log is open without opening it. A start then
+// answers without opening the logs of the topics it creates (creating 10,000 logs
+// took seconds of the answer); their reconcilers open them.
+type OpenLogs interface {
+	// OpenLog returns the partition's log and true when it is open (or being opened:
+	// it waits for that open), and nil and false when it is not. The Destination
+	// guarantees that a log it reports as not open has not been written since it was
+	// last open in this process, or ever, if never: every write to it goes through Log.
+	OpenLog(topic string, partition int32) (fetcher.Log, bool)
+}
+
 // GroupOffsets is optionally implemented by a Destination that stores consumer-group
 // offsets, for the offset sync of spec §17.
 type GroupOffsets interface {

@@ -372,6 +372,22 @@ func (d *LocalDestination) Log(topic string, partition int32) (fetcher.Log, erro
 	return l, nil
 }
 
+// OpenLog implements dest.OpenLogs: the log when it is open or being opened (then
+// once that open ended; false if it failed), without opening one. Every write to a
+// partition goes through Log, so one that is not open was not written since it was.
+func (d *LocalDestination) OpenLog(topic string, partition int32) (fetcher.Log, bool) {
+	tp := dest.TopicPartition{Topic: topic, Partition: partition}
+	d.mu.Lock()
+	l, open := d.logs[tp]
+	o, opening := d.opening[tp]
+	d.mu.Unlock()
+	if open || !opening {
+		return l, open
+	}
+	<-o.done
+	return o.l, o.err == nil
+}
+
 // waitOpensLocked waits, with d.mu held on entry and on return (released while
 // waiting), until no log of topic ("" any topic) is being opened.
 func (d *LocalDestination) waitOpensLocked(topic string) {

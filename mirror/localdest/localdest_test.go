@@ -2,6 +2,7 @@ package localdest
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,4 +100,44 @@ func TestDeleteGroupOffsetsDurable(t *testing.T) {
 	require.Nil(t, d.CommittedOffsets("a"))
 	require.Equal(t, map[dest.TopicPartition]int64{tp: 2}, d.CommittedOffsets("b"))
 	require.Equal(t, []string{"b"}, d.Groups())
+}
+
+// TestOpenLogOpensNothing: OpenLog reports a partition's log only once it is open,
+// creates nothing for one that is not (a start of a new topic answers without its
+// logs), and a read-only flag set meanwhile is on the log when it opens.
+func TestOpenLogOpensNothing(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	d, err := OpenFile(root, "dst", fetcher.FileLogOptions{})
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.CreateTopic(ctx, dest.TopicSpec{Name: "new", TopicID: records.UUID{9}, Partitions: 2}))
+	var _ dest.OpenLogs = d
+
+	l, open := d.OpenLog("new", 0)
+	require.False(t, open)
+	require.Nil(t, l)
+	_, err = os.Stat(fetcher.PartitionDir(root, "new", 0))
+	require.ErrorIs(t, err, os.ErrNotExist, "OpenLog created the partition's directory")
+	_, open = d.OpenLog("missing", 0)
+	require.False(t, open)
+
+	require.NoError(t, d.SetReadOnly("new", 0, true))
+	_, open = d.OpenLog("new", 0)
+	require.False(t, open, "a flag opens no log")
+	opened, err := d.Log("new", 0)
+	require.NoError(t, err)
+	require.True(t, opened.ReadOnly(), "the flag set before the open")
+	l, open = d.OpenLog("new", 0)
+	require.True(t, open)
+	require.Same(t, opened, l)
+
+	// A client write opens the log: OpenLog then reports it.
+	batch, err := records.BuildBatch(records.BatchSpec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []records.Record{{Value: []byte("v")}})
+	require.NoError(t, err)
+	_, err = d.Produce(ctx, "new", 1, batch)
+	require.NoError(t, err)
+	l, open = d.OpenLog("new", 1)
+	require.True(t, open)
+	require.Equal(t, int64(1), l.LogEndOffset())
 }
