@@ -298,12 +298,14 @@ func (p *Private) cleanup() {
 		return
 	}
 	p.cleaned = true
+	if p.t.Failed() {
+		// Also when the node is gone: a JVM that died under a test (twice in an
+		// idle benchmark of 10,000 partitions) says why only in its logs.
+		p.dumpLogs()
+	}
 	if pid, ok := p.pid(); ok {
 		if p.frozen {
 			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-		if p.t.Failed() {
-			p.dumpLogs()
 		}
 		if out, err := p.run("stop"); err != nil {
 			p.t.Logf("kafkatest: stop private cluster: %v\n%s", err, out)
