@@ -63,6 +63,20 @@ func rreq(mirror string, le int32, parts ...int32) ReadRequest {
 	return req
 }
 
+// preparedRuntime is a one-partition runtime over a memory store, appending
+// each write at once, whose partition 0 of mirror "m" is PREPARING (state
+// epoch 1).
+func preparedRuntime(ctx context.Context, t *testing.T) (*Runtime, *MemoryStore) {
+	t.Helper()
+	ms := NewMemoryStore()
+	r := newRuntime(t, Config{NumPartitions: 1, AppendLinger: -1}, ms)
+	loadAllParts(t, r, 1)
+	wr, err := r.WriteMirrorStates(ctx, wreq("m", wp(0, statemachine.Preparing, 1, 0)))
+	require.NoError(t, err)
+	require.Equal(t, admin.CodeNone, wr.Partitions[0].ErrorCode)
+	return r, ms
+}
+
 func TestConfigValidate(t *testing.T) {
 	require.NoError(t, Config{}.WithDefaults().Validate())
 	d := Config{}.WithDefaults()
@@ -157,16 +171,11 @@ func TestRuntimeRoutingAndCodes(t *testing.T) {
 
 func TestRuntimeFailedAppendRollsBack(t *testing.T) {
 	ctx := context.Background()
-	ms := NewMemoryStore()
-	r := newRuntime(t, Config{NumPartitions: 1, AppendLinger: -1}, ms)
-	loadAllParts(t, r, 1)
-	wr, err := r.WriteMirrorStates(ctx, wreq("m", wp(0, statemachine.Preparing, 1, 0)))
-	require.NoError(t, err)
-	require.Equal(t, admin.CodeNone, wr.Partitions[0].ErrorCode)
+	r, ms := preparedRuntime(ctx, t)
 
 	boom := errors.New("disk on fire")
 	ms.FailAppend(1, boom)
-	wr, err = r.WriteMirrorStates(ctx, wreq("m", wp(0, statemachine.Mirroring, 1, 1)))
+	wr, err := r.WriteMirrorStates(ctx, wreq("m", wp(0, statemachine.Mirroring, 1, 1)))
 	require.NoError(t, err)
 	require.Equal(t, admin.CodeCoordinatorNotAvailable, wr.Partitions[0].ErrorCode)
 	require.True(t, admin.CodeCoordinatorNotAvailable.Retriable())
@@ -307,12 +316,7 @@ func TestRuntimeCloseFailsWaiters(t *testing.T) {
 func TestRuntimeReadsDoNotWaitForAppends(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ms := NewMemoryStore()
-	r := newRuntime(t, Config{NumPartitions: 1, AppendLinger: -1}, ms)
-	loadAllParts(t, r, 1)
-	wr, err := r.WriteMirrorStates(ctx, wreq("m", wp(0, statemachine.Preparing, 1, 0)))
-	require.NoError(t, err)
-	require.Equal(t, admin.CodeNone, wr.Partitions[0].ErrorCode)
+	r, ms := preparedRuntime(ctx, t)
 
 	entered := make(chan struct{})
 	release := make(chan struct{})
