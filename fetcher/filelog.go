@@ -161,14 +161,20 @@ func (l *FileLog) writeCheckpointLocked() error {
 // Read implements Log. It uses the segment's sparse index to find the batch
 // and returns whole batches of one segment.
 func (l *FileLog) Read(offset int64, maxBytes int) ([]byte, error) {
-	return l.ReadBuffer(offset, maxBytes, nil)
+	return l.ReadBuffer(offset, maxBytes, true, nil)
 }
 
 // ReadBuffer is Read into buf when its capacity holds the read (else into a
 // new slice): the result is a prefix of buf or new memory, and the caller
 // owns buf again only once it no longer uses the result. A server reuses
 // read buffers with it.
-func (l *FileLog) ReadBuffer(offset int64, maxBytes int, buf []byte) ([]byte, error) {
+//
+// minOne is Kafka's minOneMessage: true returns the first batch even when it
+// is larger than maxBytes (Read, and the first partition of a Fetch answer
+// with data); false returns nothing then, with only the batch's header read,
+// so that a Fetch whose response budget is nearly spent does not read a
+// whole batch of every later partition to drop it.
+func (l *FileLog) ReadBuffer(offset int64, maxBytes int, minOne bool, buf []byte) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -195,10 +201,13 @@ func (l *FileLog) ReadBuffer(offset int64, maxBytes int, buf []byte) ([]byte, er
 			return nil, fmt.Errorf("fetcher: read segment: %w", err)
 		}
 		first := int64(headerInfo(hdr).size)
-		n := min(max(first, int64(maxBytes)), s.size-start)
-		if first < records.HeaderSize || first > n {
+		if first < records.HeaderSize || first > s.size-start {
 			return nil, fmt.Errorf("fetcher: segment %d corrupt at %d: %w", s.base, start, records.ErrCorrupt)
 		}
+		if !minOne && first > int64(maxBytes) {
+			return nil, nil
+		}
+		n := min(max(first, int64(maxBytes)), s.size-start)
 		out := buf[:0]
 		if int64(cap(out)) < n {
 			out = make([]byte, n)

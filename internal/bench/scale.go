@@ -604,12 +604,13 @@ func runScaleThroughput(ctx context.Context, cfg *ScaleConfig) (tp ScaleThroughp
 		scaleLogf(cfg, "throughput failed: %v", err)
 		return tp
 	}
-	prof := ""
+	srcProf, prof := "", ""
 	if cfg.ProfileDir != "" {
+		srcProf = filepath.Join(cfg.ProfileDir, "source-throughput.pprof")
 		prof = filepath.Join(cfg.ProfileDir, "dest-throughput.pprof")
 		tp.Profile = prof
 	}
-	p, err := startPair(ctx, cfg, dir, "", prof)
+	p, err := startPair(ctx, cfg, dir, srcProf, prof)
 	defer p.close()
 	if err != nil {
 		return fail(err)
@@ -650,6 +651,12 @@ func runScaleThroughput(ctx context.Context, cfg *ScaleConfig) (tp ScaleThroughp
 	for _, parts := range []int{6, 1000} {
 		topic := fmt.Sprintf("tp%d", parts)
 		only := map[string]bool{topic: true}
+		// Each copy starts with nothing dirty on the machine: otherwise the
+		// second one (1,000 partitions) shares the disk with the writeback of
+		// what the produce and the first copy wrote.
+		tsync := time.Now()
+		syscall.Sync()
+		scaleLogf(cfg, "throughput: sync before the %d-partition copy took %.1fs", parts, time.Since(tsync).Seconds())
 		ts := time.Now()
 		if err := startTopics(pctx, p.dst, p.mirror, []string{topic}); err != nil {
 			return fail(err)

@@ -282,7 +282,7 @@ func (dp *DataPlane) readPartition(ctx context.Context, version int16, iso int8,
 	}
 	partMax := clampBytes(rp.PartitionMaxBytes, dp.cfg.FetchMaxBytes)
 	fp.MaxBytes = int32(min(partMax, max(budget.left, 1)))
-	res, err := localSource(iso, part.pooled(rb, int(fp.MaxBytes))).Fetch(ctx, []fetcher.FetchPartition{fp})
+	res, err := localSource(iso, part.pooled(rb, !budget.gotFirst)).Fetch(ctx, []fetcher.FetchPartition{fp})
 	if err != nil || len(res) != 1 {
 		p.ErrorCode = codeKafkaStorageError
 		return true

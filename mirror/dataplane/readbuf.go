@@ -18,10 +18,11 @@ const maxPooledRead = 8 << 20
 // record batches it holds: see readBuffers.
 var readBufferPool sync.Pool // of *[]byte
 
-// bufferReader is the optional Log method reads into a reused buffer use
+// bufferReader is the optional Log method reads into a reused buffer, and
+// reads that may answer nothing for a first batch larger than the limit, use
 // (fetcher.FileLog.ReadBuffer).
 type bufferReader interface {
-	ReadBuffer(offset int64, maxBytes int, buf []byte) ([]byte, error)
+	ReadBuffer(offset int64, maxBytes int, minOne bool, buf []byte) ([]byte, error)
 }
 
 // readBuffers lends pooled buffers to the partition reads of one Fetch and
@@ -97,11 +98,14 @@ func (rb *readBuffers) release() {
 }
 
 // pooledLog is a partition's log whose reads (those of LocalSource.Fetch)
-// go into buffers lent by rb; every other method is the log's.
+// go into buffers lent by rb (none when rb is nil or the read is larger than
+// maxPooledRead) and return nothing when minOne is false and the first batch
+// is larger than the read's limit; every other method is the log's.
 type pooledLog struct {
 	fetcher.Log
-	br bufferReader
-	rb *readBuffers
+	br     bufferReader
+	rb     *readBuffers
+	minOne bool
 }
 
 // Read implements fetcher.Log. Exactly one buffer per read stays lent, the
@@ -109,12 +113,15 @@ type pooledLog struct {
 // back to the pool (lent as well, it was held until the response was done,
 // and a long poll's one response then lent two).
 func (l pooledLog) Read(offset int64, maxBytes int) ([]byte, error) {
+	if l.rb == nil || maxBytes > maxPooledRead {
+		return l.br.ReadBuffer(offset, maxBytes, l.minOne, nil)
+	}
 	bp := l.rb.get()
 	var buf []byte
 	if bp != nil {
 		buf = (*bp)[:0]
 	}
-	out, err := l.br.ReadBuffer(offset, maxBytes, buf)
+	out, err := l.br.ReadBuffer(offset, maxBytes, l.minOne, buf)
 	switch {
 	case sameMemory(out, buf):
 		l.rb.lend(bp)
@@ -134,13 +141,16 @@ func sameMemory(out, buf []byte) bool {
 	return len(out) > 0 && cap(buf) > 0 && &out[0] == &buf[:1][0]
 }
 
-// pooled returns part with its log reading into rb's buffers, when rb is
-// set, the log can read into a buffer and maxBytes is small enough to pool.
-func (part partition) pooled(rb *readBuffers, maxBytes int) partition {
+// pooled returns part with its log reading through pooledLog when the log
+// can (bufferReader): into rb's buffers when rb is set, and with Kafka's
+// minOneMessage as minOne says. A Fetch's partitions after the first with
+// data read with minOne false, so a response budget nearly spent costs a
+// batch header per partition, not a batch each that is then dropped.
+func (part partition) pooled(rb *readBuffers, minOne bool) partition {
 	br, ok := part.log.(bufferReader)
-	if rb == nil || !ok || maxBytes > maxPooledRead {
+	if !ok {
 		return part
 	}
-	part.log = pooledLog{Log: part.log, br: br, rb: rb}
+	part.log = pooledLog{Log: part.log, br: br, rb: rb, minOne: minOne}
 	return part
 }

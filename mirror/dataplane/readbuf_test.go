@@ -106,7 +106,7 @@ func TestReadBuffersPooling(t *testing.T) {
 	require.Nil(t, fetchBuffers(context.Background()))
 	part := partition{log: fetcher.NewMemoryLog(fetcher.MemoryLogOptions{})}
 	rb := &readBuffers{}
-	_, wrapped := part.pooled(rb, 1<<20).log.(pooledLog)
+	_, wrapped := part.pooled(rb, true).log.(pooledLog)
 	require.False(t, wrapped, "a memory log has no ReadBuffer")
 	rb.keep(make([]byte, 10))
 	require.Empty(t, rb.lent, "a read too small to pool is not kept")
@@ -141,7 +141,7 @@ func TestPooledReadLendsOneBuffer(t *testing.T) {
 			small := make([]byte, 0, size)
 			readBufferPool.Put(&small)
 			rb := &readBuffers{}
-			got, err := part.pooled(rb, 1<<20).log.Read(0, 1<<20)
+			got, err := part.pooled(rb, true).log.Read(0, 1<<20)
 			require.NoError(t, err)
 			require.Equal(t, want, got)
 			require.Len(t, rb.lent, 1, "one lent buffer per read (pooled buffer of %d bytes)", size)
@@ -192,6 +192,53 @@ func TestFetchManyPartitionsAllocatesWhatItReads(t *testing.T) {
 	}
 	for range 3 {
 		require.Less(t, fetch(), uint64(32<<20), "bytes allocated by one Fetch (client and server)")
+	}
+}
+
+// TestFetchSpentBudgetReadsNoBatches: once a Fetch's response budget
+// (MaxBytes) is nearly spent, a later partition whose first batch does not
+// fit what is left is answered without records, its high watermark set, and
+// without its batch being read (Kafka's minOneMessage is only for the first
+// partition with data). Before, each of those partitions read its first
+// batch whole to drop it: a 1,000-partition mirror's source read several
+// times what it sent.
+func TestFetchSpentBudgetReadsNoBatches(t *testing.T) {
+	s := startFileSite(t)
+	const parts = 200
+	spec := s.topic(t, "spent", parts)
+	big := dataBatch(t, 0, 0, 10000, -1, 0, false)
+	req := fetchReq(spec, 0, 0, nil)
+	req.MaxBytes = int32(len(big) + 1000)
+	rt := &req.Topics[0]
+	rt.Partitions = rt.Partitions[:0]
+	for p := int32(0); p < parts; p++ {
+		require.NoError(t, s.log(t, "spent", p).Append(big))
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, 0, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	cl := s.client(t, kgo.RetryTimeout(0))
+	_, err := fetchReq(spec, 0, 0, nil).RequestWith(context.Background(), cl)
+	require.NoError(t, err)
+	fetch := func() uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		resp, err := req.RequestWith(context.Background(), cl)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		got := resp.Topics[0].Partitions
+		require.Len(t, got, parts)
+		require.Equal(t, big, got[0].RecordBatches, "the first partition gets its batch")
+		for _, p := range got[1:] {
+			require.Zero(t, p.ErrorCode)
+			require.Empty(t, p.RecordBatches, "partition %d: its batch does not fit the budget left", p.Partition)
+			require.EqualValues(t, 10000, p.HighWatermark, "partition %d", p.Partition)
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	for range 3 {
+		// The batches not sent are 199 x 100 KB, about 20 MB.
+		require.Less(t, fetch(), uint64(6<<20), "bytes allocated by one Fetch (client and server)")
 	}
 }
 
