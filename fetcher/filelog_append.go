@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 
 	"github.com/kmirror/kmirror/internal/atomicfile"
 )
@@ -122,7 +121,7 @@ func (l *FileLog) maybeWritebackLocked(s *segment) {
 
 func (l *FileLog) syncDataLocked() error {
 	a := l.active()
-	if err := a.log.syncWith(func(f *os.File) error { return syncFile(f, l.group, false) }); err != nil {
+	if err := syncCached(a.log, l.group); err != nil {
 		return fmt.Errorf("fetcher: fsync: %w", err)
 	}
 	if err := l.syncDirLocked(); err != nil {

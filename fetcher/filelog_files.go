@@ -381,23 +381,28 @@ func (h *cachedFile) Stat() (fi os.FileInfo, err error) {
 
 // Sync fsyncs the file. It returns the error of a close of the file while
 // it held unsynced writes (see FileCache) when the fsync itself succeeds.
-func (h *cachedFile) Sync() error { return h.syncWith((*os.File).Sync) }
-
-// syncWith is Sync with sync in place of the fsync (syncFile).
-func (h *cachedFile) syncWith(sync func(*os.File) error) error {
+func (h *cachedFile) Sync() error {
 	return h.with(func(f *os.File) error {
-		if err := sync(f); err != nil {
+		if err := f.Sync(); err != nil {
 			return err
 		}
-		h.c.mu.Lock()
-		defer h.c.mu.Unlock()
-		err := h.err
-		h.err, h.dirty = nil, false
-		if err != nil {
-			return fmt.Errorf("fetcher: close of %s before its fsync: %w", h.path, err)
-		}
-		return nil
+		return h.synced()
 	})
+}
+
+// synced records that everything written to h so far is durable (an fsync
+// of it, or a syncfs round of its filesystem, succeeded since the writes),
+// and returns the error of a close of the file while it held unsynced
+// writes.
+func (h *cachedFile) synced() error {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	err := h.err
+	h.err, h.dirty = nil, false
+	if err != nil {
+		return fmt.Errorf("fetcher: close of %s before its fsync: %w", h.path, err)
+	}
+	return nil
 }
 
 // syncIfDirty is Sync when the file was written since its last fsync.

@@ -97,6 +97,25 @@ func overwriteFile(path string, data []byte) error {
 	return err
 }
 
+// writeAtSync writes data at off into the existing file path and, when
+// sync, fdatasyncs it before closing it.
+func writeAtSync(path string, data []byte, off int64, sync bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		_, err = f.WriteAt(data, off)
+	}
+	if err == nil && sync {
+		err = fdatasync(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 func (l *FileLog) path(name string) string { return filepath.Join(l.dir, name) }
 
 // writeMeta makes m the durable content of the state file. The first write
@@ -117,20 +136,21 @@ func (l *FileLog) writeMeta(m logMeta) error {
 		return nil
 	}
 	seq, slot := l.metaSeq+1, 1-l.metaSlot
+	// With other syncs under way (a failover), the slot is written and its
+	// file closed, and the filesystem's next syncfs round is waited for
+	// after the small-file slot is released: a slot held through the round
+	// made the 256 slots the failover's bound (256 bumps per round).
+	group, end := startSync(l.group)
+	defer end()
 	err := withFileSlot(func() error {
-		f, err := os.OpenFile(l.path(StateFileName), os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		_, err = f.WriteAt(encodeStateSlot(seq, m), int64(slot)*stateSlotSize)
-		if err == nil {
-			err = syncFile(f, l.group, true)
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return writeAtSync(l.path(StateFileName), encodeStateSlot(seq, m), int64(slot)*stateSlotSize, !group)
 	})
+	if err == nil && group {
+		var joined bool
+		if joined, err = l.group.sync(); !joined { // grouping turned off: the file's own sync
+			err = withFileSlot(func() error { return writeAtSync(l.path(StateFileName), nil, 0, true) })
+		}
+	}
 	if err != nil {
 		// The slot written may hold anything now; the other one still holds
 		// the current record, and the next write goes to this slot again.

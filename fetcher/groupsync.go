@@ -1,7 +1,6 @@
 package fetcher
 
 import (
-	"os"
 	"sync"
 	"sync/atomic"
 )
@@ -123,19 +122,28 @@ func (g *syncGroup) run() {
 	g.mu.Unlock()
 }
 
-// syncFile makes what was written to f durable: its own fsync (fdatasync
-// when dataOnly), or the next round of g, its filesystem's group, when other
-// syncs are under way (g nil: never).
-func syncFile(f *os.File, g *syncGroup, dataOnly bool) error {
+// startSync counts a sync as under way until end is called and reports
+// whether it should wait for g's next round (group) instead of syncing its
+// file itself: g is set and more than groupSyncAbove others are under way.
+func startSync(g *syncGroup) (group bool, end func()) {
 	n := syncsInFlight.Add(1)
-	defer syncsInFlight.Add(-1)
-	if g != nil && n > groupSyncAbove {
+	return g != nil && n > groupSyncAbove, func() { syncsInFlight.Add(-1) }
+}
+
+// syncCached is h.Sync, or, when other syncs are under way, the next round
+// of g waited for with h unpinned: a failover's thousands of waiters then
+// hold no descriptor through the round (they would each keep their segment
+// open, past the FileCache's bound).
+func syncCached(h *cachedFile, g *syncGroup) error {
+	group, end := startSync(g)
+	defer end()
+	if group {
 		if joined, err := g.sync(); joined {
-			return err
+			if err != nil {
+				return err
+			}
+			return h.synced()
 		}
 	}
-	if dataOnly {
-		return fdatasync(f)
-	}
-	return f.Sync()
+	return h.Sync()
 }

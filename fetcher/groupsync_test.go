@@ -138,3 +138,76 @@ func TestFileLogsSyncTogether(t *testing.T) {
 		require.NoError(t, r.Close())
 	}
 }
+
+// TestGroupSyncWaitersHoldNothing: a bump of the leader epoch and a
+// SyncData that wait for their filesystem's round hold neither a small-file
+// slot nor a pinned segment through it. Before, each bump kept one of the 256
+// slots until its round ended, so a failover reached the round 256 bumps at
+// a time (about 5,000 partitions a second), and each barrier's sync kept its
+// segment open.
+func TestGroupSyncWaitersHoldNothing(t *testing.T) {
+	root := t.TempDir()
+	n := cap(smallFileSlots) + 44
+	logs := make([]*FileLog, n)
+	for i := range logs {
+		logs[i] = openFile(t, filepath.Join(root, strconv.Itoa(i)), FileLogOptions{Fsync: FsyncOnFlush})
+		appendN(t, logs[i], 1)
+		_, err := logs[i].BumpLeaderEpoch(-1) // creates the state file: later bumps write in place
+		require.NoError(t, err)
+	}
+	g := logs[0].group
+	require.NotNil(t, g, "group syncs on Linux 5.8+")
+	fs := g.fs
+	release := make(chan struct{})
+	g.fs = func() error { <-release; return fs() }
+	defer func() { g.fs = fs }()
+	syncsInFlight.Add(groupSyncAbove)
+	defer syncsInFlight.Add(-groupSyncAbove)
+	base := syncsInFlight.Load()
+
+	waitAll := func(what string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			return syncsInFlight.Load() == base+int64(n) && len(smallFileSlots) == 0
+		}, 20*time.Second, time.Millisecond, "%s: %d of %d syncs wait for the round, %d small-file slots held",
+			what, syncsInFlight.Load()-base, n, len(smallFileSlots))
+	}
+	errs := make(chan error, n)
+	for _, l := range logs {
+		go func() { _, err := l.BumpLeaderEpoch(-1); errs <- err }()
+	}
+	waitAll("bumps")
+	release <- struct{}{} // the round the first caller started
+	close(release)        // and every later one
+	for range n {
+		require.NoError(t, <-errs)
+	}
+
+	release = make(chan struct{})
+	batch := appendN(t, NewMemoryLog(MemoryLogOptions{}), 1)
+	for _, l := range logs {
+		_, err := l.AppendAsLeader(batch)
+		require.NoError(t, err)
+		go func() { errs <- l.SyncData() }()
+	}
+	waitAll("barriers")
+	for _, l := range logs {
+		h := l.active().log
+		h.c.mu.Lock()
+		refs := h.refs
+		h.c.mu.Unlock()
+		require.Zero(t, refs, "a segment pinned through the round")
+	}
+	close(release)
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	for _, l := range logs {
+		end := l.LogEndOffset()
+		l.closeFiles()
+		r := openFile(t, l.dir, FileLogOptions{Fsync: FsyncOnFlush})
+		require.Equal(t, end, r.LogEndOffset())
+		require.Equal(t, int32(1), r.LeaderEpoch())
+		require.NoError(t, r.Close())
+	}
+}
