@@ -140,9 +140,14 @@ type cachedFile struct {
 	refs   int
 	elem   *list.Element // in c.idle while open and unused
 	closed bool
+	create bool // opens create the file (lazyFile)
+
+	// syncMu guards dirty and err, apart from the cache's mutex: a failover's
+	// thousands of syncs end together when their syncfs round does, and each
+	// marked its file synced under c.mu, one after the other (a lock convoy).
+	syncMu sync.Mutex
 	dirty  bool  // written since the last successful fsync
 	err    error // a close error while dirty, for the next Sync
-	create bool  // opens create the file (lazyFile)
 }
 
 // openFile opens path with flag (which may create it) and returns its
@@ -253,11 +258,11 @@ type victim struct {
 func closeVictims(victims []victim) {
 	for _, v := range victims {
 		if err := v.f.Close(); err != nil {
-			v.h.c.mu.Lock()
+			v.h.syncMu.Lock()
 			if v.h.dirty && v.h.err == nil {
 				v.h.err = err
 			}
-			v.h.c.mu.Unlock()
+			v.h.syncMu.Unlock()
 		}
 	}
 }
@@ -395,8 +400,8 @@ func (h *cachedFile) Sync() error {
 // and returns the error of a close of the file while it held unsynced
 // writes.
 func (h *cachedFile) synced() error {
-	h.c.mu.Lock()
-	defer h.c.mu.Unlock()
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
 	err := h.err
 	h.err, h.dirty = nil, false
 	if err != nil {
@@ -407,9 +412,9 @@ func (h *cachedFile) synced() error {
 
 // syncIfDirty is Sync when the file was written since its last fsync.
 func (h *cachedFile) syncIfDirty() error {
-	h.c.mu.Lock()
+	h.syncMu.Lock()
 	dirty := h.dirty || h.err != nil
-	h.c.mu.Unlock()
+	h.syncMu.Unlock()
 	if !dirty {
 		return nil
 	}
@@ -417,9 +422,9 @@ func (h *cachedFile) syncIfDirty() error {
 }
 
 func (h *cachedFile) setDirty() {
-	h.c.mu.Lock()
+	h.syncMu.Lock()
 	h.dirty = true
-	h.c.mu.Unlock()
+	h.syncMu.Unlock()
 }
 
 // readAll returns the whole file.

@@ -11,6 +11,7 @@
 package kmprom
 
 import (
+	"hash/maphash"
 	"net/http"
 	"strconv"
 	"sync"
@@ -49,9 +50,12 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	// states is the state each partition's partition_state series names
-	// (PartitionState), guarded by statesMu.
-	statesMu sync.Mutex
-	states   map[mirror.PartitionRef]statemachine.State
+	// (PartitionState), in shards by partition (stateShard), each with its
+	// own lock: a failover changes the state of every partition at once, and
+	// one lock held across the series' delete and set was a convoy of
+	// thousands of reconcilers.
+	states [stateShards]stateShard
+	seed   maphash.Seed
 
 	state        *prometheus.GaugeVec
 	lagOffsets   *prometheus.GaugeVec
@@ -109,7 +113,7 @@ func New(namespace string, opts ...Opt) *Metrics {
 	}
 	m := &Metrics{
 		reg:        c.reg,
-		states:     map[mirror.PartitionRef]statemachine.State{},
+		seed:       maphash.MakeSeed(),
 		state:      gauge("partition_state", "1 for the actual state of each mirror partition owned by this instance.", append(part, "state")...),
 		lagOffsets: gauge("partition_lag_offsets", "Source high watermark minus destination log end offset, after the last fetch response; absent when unknown.", part...),
 		lagSeconds: newLagCollector(prometheus.BuildFQName(namespace, "", "partition_lag_seconds"),
@@ -162,26 +166,45 @@ func partLabels(p mirror.PartitionRef) prometheus.Labels {
 func (m *Metrics) PartitionState(p mirror.PartitionRef, s statemachine.State) {
 	l := partLabels(p)
 	l["state"] = s.String()
-	m.statesMu.Lock()
-	defer m.statesMu.Unlock()
-	if old, ok := m.states[p]; ok && old != s {
+	sh := m.shard(p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old, ok := sh.m[p]; ok && old != s {
 		m.state.Delete(prometheus.Labels{"mirror": p.Mirror, "topic": p.Topic, "partition": l["partition"], "state": old.String()})
 	}
-	m.states[p] = s
+	if sh.m == nil {
+		sh.m = map[mirror.PartitionRef]statemachine.State{}
+	}
+	sh.m[p] = s
 	m.state.With(l).Set(1)
+}
+
+// stateShards is the number of shards of Metrics.states.
+const stateShards = 64
+
+// stateShard holds the states of some partitions.
+type stateShard struct {
+	mu sync.Mutex
+	m  map[mirror.PartitionRef]statemachine.State
+}
+
+// shard returns the shard of p's state.
+func (m *Metrics) shard(p mirror.PartitionRef) *stateShard {
+	return &m.states[maphash.Comparable(m.seed, p)%stateShards]
 }
 
 // PartitionGone implements mirror.Metrics.
 func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
 	l := partLabels(p)
-	m.statesMu.Lock()
-	if old, ok := m.states[p]; ok {
+	sh := m.shard(p)
+	sh.mu.Lock()
+	if old, ok := sh.m[p]; ok {
 		sl := partLabels(p)
 		sl["state"] = old.String()
 		m.state.Delete(sl)
-		delete(m.states, p)
+		delete(sh.m, p)
 	}
-	m.statesMu.Unlock()
+	sh.mu.Unlock()
 	m.lagOffsets.Delete(l)
 	m.lagSeconds.delete(p)
 	m.verified.Delete(l)
