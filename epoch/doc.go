@@ -19,7 +19,7 @@
 // LMETruncationOffset; the coordinator, fetcher and reconciler fence with Fence.
 //
 // Concurrency: the package is pure — no I/O, no clock, no goroutines, no package state.
-// A Cache is not safe for concurrent use; its owner (one goroutine per partition, or a
+// A Cache is not safe for concurrent use; its owner (one reconciler per partition, or a
 // caller-held lock) serialises access. Functions never panic on their inputs, and
 // DecodeCheckpoint returns an error matching ErrCorruptCheckpoint on any malformed data.
 package epoch

@@ -74,7 +74,7 @@ func (m *Mirror) engineDeps() reconcile.Deps {
 		Clock:           m.opts.clock,
 		Config: reconcile.Config{FetchersPerMirror: m.cfg.FetchersPerMirror, SyncInterval: m.cfg.SyncInterval,
 			FetchIdleWait: m.cfg.FetchIdleWait, Retry: reconcile.RetryConfig(m.opts.retry),
-			UnreachableAfter: m.opts.ops.unreachableAfter},
+			UnreachableAfter: m.opts.ops.unreachableAfter, MaxActive: m.cfg.ActiveReconcilers},
 	}
 }
 

@@ -29,6 +29,8 @@ type world struct {
 	coord *coordinator.Config
 	// idle is the sites' FetchIdleWait (default 1 ms): LocalSource does not long-poll.
 	idle time.Duration
+	// active is the sites' ActiveReconcilers (0: the default).
+	active int
 }
 
 // site is one in-process cluster: a Mirror over a memory LocalDestination.
@@ -91,7 +93,7 @@ func (w *world) newSite(t testing.TB, id string, opts ...Option) *site {
 	if w.idle > 0 {
 		idle = w.idle
 	}
-	m, err := New(Config{Destination: s.dest, SyncInterval: -1, FetchIdleWait: idle, Coordinator: cc}, opts...)
+	m, err := New(Config{Destination: s.dest, SyncInterval: -1, FetchIdleWait: idle, Coordinator: cc, ActiveReconcilers: w.active}, opts...)
 	require.NoError(t, err)
 	s.m = m
 	w.mu.Lock()
@@ -394,6 +396,43 @@ func TestFacadeLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, statemachine.Unknown, res.Partitions[0].State)
 	require.Equal(t, int32(-1), res.Partitions[0].LastMirrorEpoch)
+}
+
+// TestFewActiveReconcilers: with two reconcilers running at once, forty partitions
+// still start, mirror, pause, resume and stop (a failover) together: the others wait
+// their turn in the queue, and none waits for one that cannot run.
+func TestFewActiveReconcilers(t *testing.T) {
+	ctx := testCtx(t)
+	w := newWorld()
+	w.active = 2
+	a, b := w.newSite(t, "A"), w.newSite(t, "B")
+	const parts = 40
+	createTopic(t, a, "wide", records.UUID{7}, parts)
+	for p := int32(0); p < parts; p++ {
+		appendBatch(t, a.log(t, "wide", p), 1, 2, "a")
+	}
+	require.NoError(t, b.m.CreateClusterMirror(ctx, "a-to-b", bootstrap(a)))
+	mustOK(t)(b.m.StartMirrorTopics(ctx, "a-to-b", []string{"wide"}, StartOptions{}))
+	require.NoError(t, b.m.WaitForStates(ctx, "a-to-b", []string{"wide"}, statemachine.Mirroring))
+	mirrored := func() {
+		for p := int32(0); p < parts; p++ {
+			src, dst := a.log(t, "wide", p), b.log(t, "wide", p)
+			waitCond(t, ctx, b.m, "mirrored", func() bool { return dst.LogEndOffset() == src.LogEndOffset() })
+			require.Equal(t, logBytes(t, src), logBytes(t, dst), "partition %d byte for byte", p)
+		}
+	}
+	mirrored()
+	mustOK(t)(b.m.PauseMirrorTopics(ctx, "a-to-b", []string{"wide"}, LifecycleOptions{Wait: true}))
+	for p := int32(0); p < parts; p++ {
+		appendBatch(t, a.log(t, "wide", p), 1, 2, "late")
+	}
+	mustOK(t)(b.m.ResumeMirrorTopics(ctx, "a-to-b", []string{"wide"}, LifecycleOptions{Wait: true}))
+	mirrored()
+	mustOK(t)(b.m.StopMirrorTopics(ctx, "a-to-b", []string{"wide"}, StopOptions{Wait: true}))
+	for p := int32(0); p < parts; p++ {
+		require.False(t, b.dest.ReadOnly("wide", p), "partition %d writable after the stop", p)
+		require.Equal(t, statemachine.Stopped, describePartition(t, b, "a-to-b", "wide", p).State)
+	}
 }
 
 // TestFailureIsolated: a corrupt batch fails its partition alone, with its reason kept;

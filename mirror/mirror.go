@@ -16,8 +16,9 @@ import (
 // Mirror is the KIP-1279 facade of one destination cluster (or one host instance of it).
 // It owns the coordinator runtime of the actual partition states, the Controller of the
 // desired states and mirror definitions, one fetcher and source per mirror (created
-// lazily), the periodic metadata sync, and one reconciler goroutine per mirror partition
-// that drives the partition's state machine. Its methods are the Go admin API (spec §15.1)
+// lazily), the periodic metadata sync, and one reconciler per mirror partition that
+// drives the partition's state machine (run on a bounded pool of workers, none held
+// while the partition has nothing to do). Its methods are the Go admin API (spec §15.1)
 // and the instance-to-instance RPCs (ReadMirrorStates, WriteMirrorStates,
 // ReadMirrorOffsets, BumpLeaderEpochs). *Mirror implements Peer, so that an in-process
 // site can be the other side of a failback.

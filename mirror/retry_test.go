@@ -31,6 +31,16 @@ func TestRetryConfigValidation(t *testing.T) {
 	}
 }
 
+// TestConfigValidationRefusesNegativeCounts: a negative count of fetch loops or of
+// active reconcilers is refused, not taken for its default.
+func TestConfigValidationRefusesNegativeCounts(t *testing.T) {
+	d := NewMemoryDestination("d", fetcher.MemoryLogOptions{})
+	for _, bad := range []Config{{Destination: d, FetchersPerMirror: -1}, {Destination: d, ActiveReconcilers: -1}} {
+		_, err := New(bad)
+		require.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
+	}
+}
+
 // cutDialer is the network between the mirror and its source: Cut closes every open
 // connection and refuses new ones until Restore.
 type cutDialer struct {

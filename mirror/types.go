@@ -63,7 +63,17 @@ type Config struct {
 	// FetchIdleWait is passed to every fetcher as fetcher.Config.IdleWait (how long a
 	// fetch loop pauses after a response without data); zero = the fetcher default.
 	FetchIdleWait time.Duration
+	// ActiveReconcilers is how many mirror partitions run a turn of their state machine
+	// at once (a start, a state change, a stop); the others wait in a queue holding no
+	// goroutine, as an idle partition does. Zero means DefaultActiveReconcilers. Fewer
+	// lower the memory of a mass event (each running turn is a goroutine, about 8 KiB of
+	// stack), more shorten it: the stop's durable writes are group-committed, and each
+	// round takes what is running.
+	ActiveReconcilers int
 }
+
+// DefaultActiveReconcilers is the default of Config.ActiveReconcilers.
+const DefaultActiveReconcilers = reconcile.DefaultMaxActive
 
 // withDefaults returns c with its zero fields set to their defaults (the coordinator's
 // through coordinator.Config.WithDefaults); Validate checks c as given and never
@@ -90,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchIdleWait < 0 {
 		return fmt.Errorf("%w: negative FetchIdleWait %v", ErrInvalidConfig, c.FetchIdleWait)
+	}
+	if c.ActiveReconcilers < 0 {
+		return fmt.Errorf("%w: negative ActiveReconcilers %d", ErrInvalidConfig, c.ActiveReconcilers)
 	}
 	if err := c.Coordinator.WithDefaults().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -66,6 +66,8 @@ type options struct {
 	groupRejoinGrace time.Duration
 	// fetchSessionSlots is -fetch-session-cache-slots.
 	fetchSessionSlots int
+	// activeReconcilers is -active-reconcilers.
+	activeReconcilers int
 }
 
 // usageError is a command-line mistake (exit code 2).
@@ -156,6 +158,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile (after a GC) to `file` when the daemon is told to stop, before it shuts down")
 	fs.IntVar(&o.fetchSessionSlots, "fetch-session-cache-slots", dataplane.DefaultFetchSessionCacheSlots,
 		"incremental fetch sessions (KIP-227) the data plane holds at once, as Kafka's max.incremental.fetch.session.cache.slots (`n`, 0: sessions off)")
+	fs.IntVar(&o.activeReconcilers, "active-reconcilers", mirror.DefaultActiveReconcilers,
+		"mirror partitions that run a turn of their state machine at once (a start, a stop, a state change); the others wait in a queue with no goroutine: fewer lower the memory of a mass start or failover, more shorten it (`n`)")
 	fs.BoolVar(&o.enforceACLs, "enforce-acls", false, "authorize every request (the mirror RPCs and the data plane) with the site's ACLs: its own (CreateAcls) and those its mirrors synced (principals: see -sasl-mechanisms, -tls-client-ca)")
 	superUsers := fs.String("super-users", "", "`principals` allowed everything with -enforce-acls, separated by ';' as Kafka's super.users or by ',' (User:admin;User:CN=ops,O=acme)")
 	o.security.register(fs)
@@ -219,6 +223,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.fetchSessionSlots < 0 {
 		return nil, usagef("-fetch-session-cache-slots: %d is negative", o.fetchSessionSlots)
+	}
+	if o.activeReconcilers <= 0 {
+		return nil, usagef("-active-reconcilers: %d is not positive", o.activeReconcilers)
 	}
 	if o.listen == "" {
 		return nil, usagef("-listen is required")
@@ -350,7 +357,7 @@ func start(o *options, log *slog.Logger) (_ *daemon, err error) {
 		metrics = kmprom.New("")
 		mopts = append(mopts, mirror.WithMetrics(metrics))
 	}
-	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: o.syncInterval}, mopts...)
+	m, err := mirror.New(mirror.Config{Destination: dest, SyncInterval: o.syncInterval, ActiveReconcilers: o.activeReconcilers}, mopts...)
 	if err != nil {
 		return nil, fmt.Errorf("kmirrord: open mirror state: %w", err)
 	}

@@ -81,3 +81,18 @@ func TestFetchSessionSlotsFlag(t *testing.T) {
 	_, err = parseFlags(append(base, "-fetch-session-cache-slots", "-1"), io.Discard)
 	require.Error(t, err)
 }
+
+// -active-reconcilers bounds the reconcilers that run at once; it must be positive.
+func TestActiveReconcilersFlag(t *testing.T) {
+	base := []string{"-listen", "127.0.0.1:0", "-data", t.TempDir()}
+	o, err := parseFlags(base, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, mirror.DefaultActiveReconcilers, o.activeReconcilers)
+	o, err = parseFlags(append(base, "-active-reconcilers", "64"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 64, o.activeReconcilers)
+	for _, bad := range []string{"0", "-1"} {
+		_, err = parseFlags(append(base, "-active-reconcilers", bad), io.Discard)
+		require.Error(t, err, bad)
+	}
+}

@@ -85,6 +85,9 @@ type Config struct {
 	Retry RetryConfig
 	// UnreachableAfter is how long the source must fail before Health reports it.
 	UnreachableAfter time.Duration
+	// MaxActive is how many reconcilers run a turn at once (DefaultMaxActive when not
+	// positive); the others wait in a queue, holding no goroutine.
+	MaxActive int
 }
 
 // RetryConfig is the automatic retry of FAILED partitions (mirror.RetryConfig has the

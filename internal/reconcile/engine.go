@@ -39,7 +39,8 @@ type Engine struct {
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // reconcilers, sync loops, group-commit drains
+	wg     sync.WaitGroup // reconcilers (until they end), their workers, sync loops, group-commit drains
+	sched  *scheduler     // runs the reconcilers' turns
 
 	mu          sync.Mutex // guards the fields below
 	closed      bool
@@ -61,10 +62,12 @@ func New(d Deps) (*Engine, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{log: d.Logger, sampled: logsample.New(d.Logger, sampledBurst, time.Second), dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
+	e := &Engine{log: d.Logger, sampled: logsample.New(d.Logger, sampledBurst, time.Second), dest: d.Destination, ctrl: d.Controller, coord: d.Coordinator,
 		sources: d.Sources, peers: d.Peers, newSyncer: d.NewSyncer, recordID: d.SourceClusterID, metrics: d.Metrics, events: d.Events, removals: d.Removals,
 		clearApproval: d.ClearApproval, clock: d.Clock, cfg: d.Config, ctx: ctx, cancel: cancel,
-		mirrors: map[string]*Runtime{}, parts: map[dest.TopicPartition]*Partition{}, changeCh: make(chan struct{})}, nil
+		mirrors: map[string]*Runtime{}, parts: map[dest.TopicPartition]*Partition{}, changeCh: make(chan struct{})}
+	e.sched = newScheduler(&e.wg, d.Config.MaxActive)
+	return e, nil
 }
 
 // DisableReconcilers keeps SyncTopic from starting reconcilers, for tests and tools that
@@ -95,7 +98,10 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	e.cancel()
 	for _, r := range parts {
-		r.stop()
+		r.cancel() // each ends in its next turn
+	}
+	for _, r := range parts {
+		<-r.done
 	}
 	e.wg.Wait()
 	var errs []error
@@ -194,8 +200,8 @@ func (e *Engine) SyncTopic(ts controller.TopicState) {
 			r := newPartition(e, mr, ts.Topic, ts.TopicID, p)
 			r.prev = prev[tp] // the new owner starts once the old one has stopped
 			e.parts[tp] = r
-			e.wg.Add(1)
-			go r.run()
+			e.wg.Add(1) // until end
+			r.start()
 		}
 	}
 	e.mu.Unlock()

@@ -22,7 +22,8 @@ func bareEngine(now *time.Time) *Engine {
 }
 
 func barePartition(e *Engine, st statemachine.State) *Partition {
-	r := &Partition{e: e, wake: make(chan struct{}, 1)}
+	r := &Partition{e: e}
+	r.sched.Store(schedQueued) // a kick queues no turn: the test drives it
 	r.health.init()
 	r.fid.init()
 	r.srcHW.Store(-1)

@@ -17,7 +17,7 @@ import (
 
 // partitionHealth is what the fetcher told a reconciler about its source, published
 // for DescribeClusterMirrors and Metrics. The atomics are written on the fetcher's
-// event goroutine and read anywhere; stoppingSince is owned by the run goroutine.
+// event goroutine and read anywhere; stoppingSince is owned by the turns.
 type partitionHealth struct {
 	lastFetch  atomic.Int64 // Unix nanoseconds of the last processed fetch response; 0 = none
 	fetchStart atomic.Int64 // Unix nanoseconds of the last start of the partition's fetcher; 0 = none
@@ -130,7 +130,7 @@ func (r *Partition) observeState(s statemachine.State) { r.metrics().PartitionSt
 // observeGone reports that the reconciler stopped.
 func (r *Partition) observeGone() { r.metrics().PartitionGone(r.ref()) }
 
-// observeTransition reports a durable state change and times STOPPING (run goroutine).
+// observeTransition reports a durable state change and times STOPPING (a turn).
 func (r *Partition) observeTransition(from, to statemachine.State) {
 	r.metrics().StateTransition(r.ref(), from, to)
 	if to == statemachine.Stopping || to == statemachine.Stopped {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kmirror/kmirror/admin"
@@ -25,9 +26,11 @@ import (
 // mirrored, in the other direction, by a mirror on the source cluster (spec §6.3 step 3).
 var ErrMirrorLoop = errors.New("mirror: mirror loop")
 
-// reconciler drives the state machine of one mirror partition. One goroutine (run) owns
-// the partition's actual state: it is woken by desired-state changes (kick), fetcher
-// events (queued in pending) and retry timers; each step reads the actual state from the
+// reconciler drives the state machine of one mirror partition. Its turns (turn, run by
+// the engine's scheduler on one worker at a time) own the partition's actual state: a
+// turn is queued by desired-state changes (kick), fetcher events (queued in pending),
+// retry timers and the source coming back; between turns the partition holds no
+// goroutine. Each step reads the actual state from the
 // coordinator (raising the highest-seen leader epoch to the log's), picks the next state
 // (statemachine.Transition for an event, statemachine.Next for the desired state),
 // writes it fenced with (LeaderEpoch, StateEpoch) and, only once the write is durable,
@@ -46,8 +49,11 @@ type Partition struct {
 	prev     *Partition // the previous owner of the partition, stopping; waited for
 	ctx      context.Context
 	cancelFn context.CancelFunc
-	done     chan struct{}
-	wake     chan struct{} // capacity 1
+	done     chan struct{} // closed when the partition has ended (end)
+	sched    atomic.Int32  // schedIdle, schedQueued, … (sched.go)
+
+	retryFired atomic.Uint64 // generation of the retry timer that fired (schedule)
+	backFired  atomic.Bool   // the mirror's source answered again (retryGate.sourceBack)
 
 	mu      sync.Mutex // guards pending and stale
 	pending []statemachine.Event
@@ -65,15 +71,19 @@ type Partition struct {
 	recoverReq atomic.Bool // RecoverMirrorTopics asked for a restart (retry.go)
 	healthyReq atomic.Bool // a fetch succeeded after retries (retry.go)
 
-	// Owned by the run goroutine.
+	// Owned by the turns (one at a time).
+	started      bool                        // the previous owner has stopped and the log is open
+	openBO       *backoff.ExponentialBackOff // retries of a log that does not open (openLog)
+	openFailed   bool                        // FAILED was written for a log that does not open
 	known        bool
 	state        statemachine.State
 	stateEpoch   int32
 	asserted     bool
 	bumped       int32
-	retryAt      *time.Timer
-	retryC       <-chan time.Time
-	backC        <-chan struct{} // closed when the mirror's source is back (retryGate.waitBack)
+	retryAt      *time.Timer // fires a turn after schedule's delay
+	retryGen     uint64      // generation of the armed timer; retryFired catches up when it fires
+	retryArmed   bool        // a retry timer is armed and has not fired into a turn yet
+	backArmed    bool        // waiting for the mirror's source to come back (retryGate.waitBack)
 	retryBO      time.Duration
 	attempts     int  // automatic FAILED retries so far (RetryAttempt)
 	nonRetryable bool // the FAILED state is not retried (RetryAttempt -1)
@@ -94,7 +104,7 @@ type Partition struct {
 func newPartition(e *Engine, mr *Runtime, topic string, id records.UUID, partition int32) *Partition {
 	ctx, cancel := context.WithCancel(e.ctx)
 	r := &Partition{e: e, mr: mr, mirror: mr.name, topic: topic, topicID: id, partition: partition,
-		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), state: statemachine.Unknown}
+		ctx: ctx, cancelFn: cancel, done: make(chan struct{}), state: statemachine.Unknown}
 	r.pubState.Store(int32(statemachine.Unknown))
 	r.pubPrev.Store(int32(statemachine.Unknown))
 	r.prevState = statemachine.Unknown
@@ -105,15 +115,34 @@ func newPartition(e *Engine, mr *Runtime, topic string, id records.UUID, partiti
 	return r
 }
 
-// kick wakes the goroutine to re-evaluate the desired state.
-func (r *Partition) kick() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+// kick queues a turn to re-evaluate the desired state and handle what is pending; it
+// never blocks. A kick while a turn runs makes it run once more.
+func (r *Partition) kick() { r.e.sched.kick(r) }
+
+// schedState implements turner.
+func (r *Partition) schedState() *atomic.Int32 { return &r.sched }
+
+// start makes the partition run: at once, or once its previous owner has stopped.
+func (r *Partition) start() {
+	if r.prev == nil {
+		r.kick()
+		return
 	}
+	// A goroutine only while an owner change is under way (the old owner's turns
+	// end at once once cancelled).
+	prev := r.prev
+	r.e.wg.Add(1)
+	go func() {
+		defer r.e.wg.Done()
+		select {
+		case <-prev.done:
+		case <-r.ctx.Done():
+		}
+		r.kick()
+	}()
 }
 
-// push queues an event for the goroutine; it never blocks.
+// push queues an event for the turns; it never blocks.
 func (r *Partition) push(ev statemachine.Event) {
 	r.mu.Lock()
 	r.pending = append(r.pending, ev)
@@ -129,12 +158,15 @@ func (r *Partition) Invalidate() {
 	r.kick()
 }
 
-// cancel stops the goroutine without waiting.
-func (r *Partition) cancel() { r.cancelFn() }
-
-// stop stops the goroutine and waits for it.
-func (r *Partition) stop() {
+// cancel stops the partition without waiting: its next turn ends it.
+func (r *Partition) cancel() {
 	r.cancelFn()
+	r.kick()
+}
+
+// stop stops the partition and waits until it has ended.
+func (r *Partition) stop() {
+	r.cancel()
 	<-r.done
 }
 
@@ -171,54 +203,80 @@ func (r *Partition) onFetchFailed(err error) {
 	r.push(statemachine.Error{Reason: err.Error(), Cause: r.storageCause("fetch and append", err)})
 }
 
-// run is the partition's goroutine.
-func (r *Partition) run() {
-	defer r.e.wg.Done()
-	defer close(r.done)
-	defer r.observeGone()
-	defer func() {
-		if r.retryAt != nil {
-			r.retryAt.Stop()
-		}
-	}()
-	if r.prev != nil {
-		select {
-		case <-r.prev.done:
-		case <-r.ctx.Done():
-			return
-		}
-		r.prev = nil
+// turn is one run of the partition on a scheduler worker: it waits for nothing, opens
+// the log the first time, delivers what fired since the last turn (the retry timer, the
+// source's return) and steps until nothing is left to do. It reports whether the
+// partition has ended (cancelled, or its destination closed); the worker then calls end.
+func (r *Partition) turn() (ended bool) {
+	if r.ctx.Err() != nil {
+		return true
 	}
-	if !r.openLog() {
-		return
-	}
-	for {
-		r.step()
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-r.wake:
-		case <-r.backC:
-			r.sourceIsBack()
-		case <-r.retryC:
-			r.retryC, r.backC = nil, nil
-			if ev := r.retryEvent; ev != nil {
-				r.retryEvent = nil
-				r.push(ev)
+	if !r.started {
+		if r.prev != nil {
+			select {
+			case <-r.prev.done:
+				r.prev = nil
+			default:
+				return false // start kicks again once it has stopped
 			}
 		}
+		switch r.openLog() {
+		case logOpen:
+			r.started = true
+		case logRetry:
+			return false // the retry timer queues the next turn
+		case logGone:
+			return true
+		}
 	}
+	if r.backArmed && r.backFired.Swap(false) {
+		r.backArmed = false
+		r.sourceIsBack()
+	}
+	if r.retryArmed && r.retryFired.Load() == r.retryGen {
+		r.retryArmed, r.backArmed = false, false
+		if ev := r.retryEvent; ev != nil {
+			r.retryEvent = nil
+			r.push(ev)
+		}
+	}
+	r.step()
+	return r.ctx.Err() != nil
 }
 
-// schedule arms the retry timer after d.
-func (r *Partition) schedule(d time.Duration) {
-	if r.retryAt == nil {
-		r.retryAt = time.NewTimer(d)
-	} else {
+// end releases what the partition holds once its last turn ran: the retry timer, its
+// metrics; done is closed and the engine counts it out.
+func (r *Partition) end() {
+	if r.retryAt != nil {
 		r.retryAt.Stop()
-		r.retryAt.Reset(d)
 	}
-	r.retryC = r.retryAt.C
+	r.observeGone()
+	r.mr.gate.forget(r)
+	close(r.done)
+	r.e.wg.Done()
+}
+
+// schedule arms the retry timer: a turn after d, in which the retry is delivered
+// (retryEvent) unless the timer was armed again since.
+func (r *Partition) schedule(d time.Duration) {
+	if r.retryAt != nil {
+		r.retryAt.Stop()
+	}
+	r.retryGen++
+	gen := r.retryGen
+	r.retryArmed = true
+	r.retryAt = time.AfterFunc(d, func() {
+		r.retryFired.Store(gen)
+		r.kick()
+	})
+}
+
+// disarmRetry forgets the armed retry (a trace test delivers it by hand).
+func (r *Partition) disarmRetry() {
+	if r.retryAt != nil {
+		r.retryAt.Stop()
+	}
+	r.retryArmed = false
 }
 
 // transientRetry schedules a retry after a coordinator problem, with exponential

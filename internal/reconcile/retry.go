@@ -36,11 +36,19 @@ type retryGate struct {
 	spread time.Duration
 	now    func() time.Time
 	jitter func(n int64) int64 // uniform in [0, n)
-	// back is closed, and replaced, when the source answers again a partition
-	// it had been failing (sourceBack): the FAILED partitions waiting for a
-	// round then retry at once, spread over backSpread, instead of at their
-	// round, which a long outage pushed up to the maximum backoff away.
-	back chan struct{}
+	// waiting are woken (backWaiter.sourceIsBackWake) when the source answers
+	// again a partition it had been failing (sourceBack): the FAILED partitions
+	// waiting for a round then retry at once, spread over backSpread, instead
+	// of at their round, which a long outage pushed up to the maximum backoff
+	// away.
+	waiting map[backWaiter]struct{}
+}
+
+// backWaiter is woken by retryGate.sourceBack.
+type backWaiter interface {
+	// wakeSourceBack is called once per waitBack, from the goroutine that saw the
+	// source answer; it must not block.
+	wakeSourceBack()
 }
 
 // backSpread is the window over which the FAILED partitions of a mirror
@@ -89,21 +97,30 @@ func (g *retryGate) healthy() {
 func (g *retryGate) sourceBack() {
 	g.mu.Lock()
 	g.level, g.next = 0, time.Time{}
-	if g.back != nil {
-		close(g.back)
-		g.back = nil
-	}
+	waiting := g.waiting
+	g.waiting = nil
 	g.mu.Unlock()
+	for w := range waiting {
+		w.wakeSourceBack()
+	}
 }
 
-// waitBack returns the channel the next sourceBack closes.
-func (g *retryGate) waitBack() <-chan struct{} {
+// waitBack registers w to be woken by the next sourceBack (once, however often it is
+// registered before it).
+func (g *retryGate) waitBack(w backWaiter) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.back == nil {
-		g.back = make(chan struct{})
+	if g.waiting == nil {
+		g.waiting = map[backWaiter]struct{}{}
 	}
-	return g.back
+	g.waiting[w] = struct{}{}
+}
+
+// forget removes w from the waiters (a partition that ended).
+func (g *retryGate) forget(w backWaiter) {
+	g.mu.Lock()
+	delete(g.waiting, w)
+	g.mu.Unlock()
 }
 
 // backDelay is a FAILED partition's retry delay once the source is back.
@@ -124,22 +141,28 @@ func (r *Partition) FailureFinal() bool {
 // attempts ran out.
 func (r *Partition) maybeScheduleFailedRetry() {
 	rc := r.mr.retryConfig()
-	if r.retryC != nil || r.nonRetryable || rc.MaxAttempts == 0 || r.attempts >= rc.MaxAttempts {
+	if r.retryArmed || r.nonRetryable || rc.MaxAttempts == 0 || r.attempts >= rc.MaxAttempts {
 		return
 	}
 	d := r.mr.gate.delay(rc, r.attempts)
 	r.attempts++
 	r.retryEvent = retryEvent(r.prevState)
 	r.schedule(d)
-	r.backC = r.mr.gate.waitBack()
+	r.backArmed = true
+	r.mr.gate.waitBack(r)
 }
 
-// sourceIsBack runs on the run goroutine when the mirror's source answered a
+// wakeSourceBack implements backWaiter: a turn handles it (sourceIsBack).
+func (r *Partition) wakeSourceBack() {
+	r.backFired.Store(true)
+	r.kick()
+}
+
+// sourceIsBack runs in a turn when the mirror's source answered a
 // partition it had been failing: a FAILED partition still waiting for its
 // retry round retries now (within backSpread).
 func (r *Partition) sourceIsBack() {
-	r.backC = nil
-	if r.retryC != nil && r.retryEvent != nil && r.state == statemachine.Failed {
+	if r.retryArmed && r.retryEvent != nil && r.state == statemachine.Failed {
 		r.schedule(r.mr.gate.backDelay())
 	}
 }
@@ -182,7 +205,7 @@ func retryEvent(prev statemachine.State) statemachine.Event {
 
 // retryAttemptFor is the RetryAttempt stored with a write of state to: -1 for a
 // non-retryable failure, 0 once MIRRORING again, else the retries so far. It updates
-// the retry bookkeeping of the run goroutine.
+// the retry bookkeeping of the turns.
 func (r *Partition) retryAttemptFor(to statemachine.State, cause error) int16 {
 	switch {
 	case to == statemachine.Failed && cause != nil:
@@ -196,7 +219,7 @@ func (r *Partition) retryAttemptFor(to statemachine.State, cause error) int16 {
 	return int16(min(r.attempts, 32767))
 }
 
-// applyRecover runs on the run goroutine when ev is the Retry of RecoverMirrorTopics:
+// applyRecover runs in a turn when ev is the Retry of RecoverMirrorTopics:
 // the attempts start again from zero and a non-retryable failure becomes retryable. It
 // reports false for an automatic retry that came too late: a timer armed by a retryable
 // failure that fires after a later failure made the partition non-retryable (the source
@@ -216,11 +239,11 @@ func (r *Partition) applyRecover(ev statemachine.Event) bool {
 	return true
 }
 
-// recover asks the run goroutine to restart the partition if it is FAILED (a no-op in
+// recover asks the turns to restart the partition if it is FAILED (a no-op in
 // any other state), resetting its retry attempts.
 func (r *Partition) recover() {
 	r.recoverReq.Store(true)
-	r.pubRetry.Store(0) // no longer final for waiters; the run goroutine publishes the rest
+	r.pubRetry.Store(0) // no longer final for waiters; the next turn publishes the rest
 	r.push(retryEvent(statemachine.State(r.pubPrev.Load())))
 }
 
@@ -234,7 +257,7 @@ func (r *Partition) onHealthy() {
 }
 
 // resetRetries stores RetryAttempt 0 for a MIRRORING partition that fetched again
-// after retries (re-asserting MIRRORING). It runs on the run goroutine.
+// after retries (re-asserting MIRRORING). It runs in a turn.
 func (r *Partition) resetRetries() {
 	if !r.healthyReq.Swap(false) || r.state != statemachine.Mirroring || r.attempts == 0 {
 		return

@@ -78,37 +78,40 @@ func (r *Partition) storageCause(op string, err error) error {
 	return &StorageError{Topic: r.topic, Partition: r.partition, Op: op, Err: err}
 }
 
+// openOutcome is what one attempt of openLog did.
+type openOutcome int
+
+const (
+	logOpen  openOutcome = iota // the log is open (r.log)
+	logRetry                    // it did not open; a turn retries it (schedule)
+	logGone                     // the reconciler stops, or the destination is closed
+)
+
 // openLog opens the partition's destination log before the first step. Until it opens
 // the partition is FAILED with a *StorageError cause, so that describe shows the reason
-// and a StateChange reports it at once, and the open is retried on the schedule of
-// DefaultStorageRetry. It returns false when the reconciler stops first (or the
-// destination is closed).
-func (r *Partition) openLog() bool {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = DefaultStorageRetry.Initial, DefaultStorageRetry.Max, 0
-	failed := false
-	for {
-		l, err := r.e.dest.Log(r.topic, r.partition)
-		if err == nil {
-			r.log = l
-			r.logReady.Store(true)
-			return true
-		}
-		if errors.Is(err, fetcher.ErrClosed) || r.ctx.Err() != nil {
-			return false
-		}
-		if !failed {
-			failed = r.failWithoutLog(&StorageError{Topic: r.topic, Partition: r.partition, Op: "open the log", Err: err})
-			r.e.log.Error("mirror: destination log unavailable", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
-		}
-		t := time.NewTimer(b.NextBackOff())
-		select {
-		case <-r.ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
+// and a StateChange reports it at once, and the open is retried in a turn on the
+// schedule of DefaultStorageRetry, with no goroutine held in between.
+func (r *Partition) openLog() openOutcome {
+	l, err := r.e.dest.Log(r.topic, r.partition)
+	if err == nil {
+		r.log = l
+		r.logReady.Store(true)
+		r.openBO = nil
+		return logOpen
 	}
+	if errors.Is(err, fetcher.ErrClosed) || r.ctx.Err() != nil {
+		return logGone
+	}
+	if r.openBO == nil {
+		r.openBO = backoff.NewExponentialBackOff()
+		r.openBO.InitialInterval, r.openBO.MaxInterval, r.openBO.MaxElapsedTime = DefaultStorageRetry.Initial, DefaultStorageRetry.Max, 0
+	}
+	if !r.openFailed {
+		r.openFailed = r.failWithoutLog(&StorageError{Topic: r.topic, Partition: r.partition, Op: "open the log", Err: err})
+		r.e.log.Error("mirror: destination log unavailable", "mirror", r.mirror, "topic", r.topic, "partition", r.partition, "err", err)
+	}
+	r.schedule(r.openBO.NextBackOff())
+	return logRetry
 }
 
 // failWithoutLog writes FAILED with cause while the partition has no log (the leader

@@ -185,7 +185,7 @@ func (h *traceHarness) inject(t *testing.T, d *datadriven.TestData) {
 		if h.r.retryEvent == nil {
 			d.Fatalf(t, "no retry pending")
 		}
-		h.r.retryC = nil
+		h.r.disarmRetry()
 		h.r.push(h.r.retryEvent)
 		h.r.retryEvent = nil
 	default:
@@ -202,14 +202,15 @@ func (h *traceHarness) takeOver(t *testing.T) {
 		retire(h.r)
 	}
 	r := newPartition(h.e, mr, "t", traceTopicID, 0)
-	require.True(t, r.openLog())
+	r.sched.Store(schedQueued) // a kick queues no turn: the trace steps it
+	require.Equal(t, logOpen, r.openLog())
 	h.e.mu.Lock()
 	h.e.parts[dest.TopicPartition{Topic: "t", Partition: 0}] = r
 	h.e.mu.Unlock()
 	h.r = r
 }
 
-// retire stops a reconciler whose run goroutine never started (the trace steps it).
+// retire stops a reconciler that the scheduler never ran (the trace steps it).
 func retire(r *Partition) {
 	r.cancel()
 	close(r.done)

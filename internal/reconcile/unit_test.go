@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,28 +85,40 @@ func TestRetryGateSourceBack(t *testing.T) {
 		g.next = g.now() // every round has fired: the backoff is now long
 	}
 	require.Greater(t, g.delay(rc, 0), 30*time.Second)
-	waits := []<-chan struct{}{g.waitBack(), g.waitBack()}
-	require.Equal(t, waits[0], waits[1], "one channel for every waiter")
-	select {
-	case <-waits[0]:
-		t.Fatal("closed before the source came back")
-	default:
+	waits := []*countWaiter{{}, {}}
+	for _, w := range waits {
+		g.waitBack(w)
+		g.waitBack(w) // registered twice: woken once
+	}
+	gone := &countWaiter{}
+	g.waitBack(gone)
+	g.forget(gone)
+	for _, w := range waits {
+		require.Zero(t, w.n.Load(), "woken before the source came back")
 	}
 	g.sourceBack()
 	for _, w := range waits {
-		<-w
+		require.EqualValues(t, 1, w.n.Load(), "woken once")
 	}
+	require.Zero(t, gone.n.Load(), "a forgotten waiter is not woken")
 	for range 100 {
 		d := g.backDelay()
 		require.Greater(t, d, time.Duration(0))
 		require.LessOrEqual(t, d, backSpread+time.Millisecond)
 	}
 	require.Less(t, g.delay(rc, 0), 1500*time.Millisecond, "back to Initial")
-	next := g.waitBack()
-	require.NotEqual(t, waits[0], next)
 	g.sourceBack()
-	<-next
+	require.EqualValues(t, 1, waits[0].n.Load(), "a wait is for the next sourceBack only")
+	next := &countWaiter{}
+	g.waitBack(next)
+	g.sourceBack()
+	require.EqualValues(t, 1, next.n.Load())
 }
+
+// countWaiter counts its wakeSourceBack calls.
+type countWaiter struct{ n atomic.Int64 }
+
+func (w *countWaiter) wakeSourceBack() { w.n.Add(1) }
 
 // TestTransient: what the LME lookup and the source calls retry unchanged.
 func TestTransient(t *testing.T) {
