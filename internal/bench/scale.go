@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,9 @@ type ScaleConfig struct {
 	IdleWindow time.Duration
 	// PhaseTimeout bounds each measured phase (default 15 min).
 	PhaseTimeout time.Duration
+	// ActiveReconcilers is the destination's -active-reconcilers (0: kmirrord's
+	// default).
+	ActiveReconcilers int
 	// FlapAt are the partition counts whose run also measures a link flap
 	// (runFlap) after the restart (default 50000); FlapFreeze is how long
 	// the source is frozen (default 60 s).
@@ -315,6 +319,9 @@ func startPair(ctx context.Context, cfg *ScaleConfig, dir, srcProfile, dstProfil
 	p := &scalePair{mirror: "scale",
 		src: &scaleSite{name: "source", bin: cfg.Kmirrord, dir: filepath.Join(dir, "source")}}
 	p.dst_ = &scaleSite{name: "dest", bin: cfg.Kmirrord, dir: filepath.Join(dir, "dest")}
+	if cfg.ActiveReconcilers > 0 {
+		p.dst_.extra = []string{"-active-reconcilers", strconv.Itoa(cfg.ActiveReconcilers)}
+	}
 	p.sampler = &syncSample{sites: []*scaleSite{p.src, p.dst_}}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

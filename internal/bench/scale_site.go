@@ -26,7 +26,8 @@ import (
 // directory, log file and, once started, its address and pid.
 type scaleSite struct {
 	name, bin, dir string
-	profile        string // -cpuprofile file of the current run ("" none)
+	extra          []string // more kmirrord flags
+	profile        string   // -cpuprofile file of the current run ("" none)
 	cmd            *exec.Cmd
 	exited         chan struct{}
 	addr           string
@@ -51,6 +52,7 @@ func (s *scaleSite) start(ctx context.Context, port string, profile string) (tim
 	}
 	args := []string{"-listen", "127.0.0.1:" + port, "-data", s.dir, "-cluster-id", "scale-" + s.name, "-log-format", "json",
 		"-metrics", "127.0.0.1:0"}
+	args = append(args, s.extra...)
 	if profile != "" {
 		// and the heap as the site is told to stop (its live partitions' memory)
 		args = append(args, "-cpuprofile", profile, "-memprofile", strings.TrimSuffix(profile, ".pprof")+"-heap.pprof")

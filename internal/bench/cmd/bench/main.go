@@ -78,6 +78,7 @@ func run() (code int) {
 	scaleChart := fs.String("scale-chart", "docs/bench/scale.png", "scale: PNG chart (empty: none)")
 	scaleBin := fs.String("kmirrord", "", "scale: kmirrord binary (default: go build ./examples/kmirrord into the work dir)")
 	scalePhase := fs.Duration("scale-phase-timeout", 15*time.Minute, "scale: time limit of each measured phase")
+	scaleActive := fs.Int("scale-active-reconcilers", 0, "scale: the destination kmirrord's -active-reconcilers (0: its default)")
 	scaleDest := fs.String("scale-destination", "", "scale: how the destination stores partitions, recorded in the report")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
@@ -115,7 +116,7 @@ func run() (code int) {
 			return 2
 		}
 		sc := bench.ScaleConfig{Kmirrord: *scaleBin, Partitions: parts, TopicPartitions: *scaleTopicParts, ThroughputMiB: *scaleMiB,
-			IdleWindow: *scaleIdle, PhaseTimeout: *scalePhase, FlapAt: flapAt, FlapFreeze: *scaleFlapFreeze, WorkDir: *workDir, ProfileDir: *profile, Destination: *scaleDest,
+			IdleWindow: *scaleIdle, PhaseTimeout: *scalePhase, ActiveReconcilers: *scaleActive, FlapAt: flapAt, FlapFreeze: *scaleFlapFreeze, WorkDir: *workDir, ProfileDir: *profile, Destination: *scaleDest,
 			ResultsJSON: *scaleJSON, Markdown: *md, Chart: *scaleChart, Command: cfg.Command, Log: cfg.Log}
 		return runScale(ctx, sc, *render)
 	}
