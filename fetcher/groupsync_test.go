@@ -88,21 +88,28 @@ func TestSyncGroupFailureIsNeverLost(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// Many FileLogs syncing at once (a failover's barriers) all get durable
-// appends through their filesystem's group, and each reads its batches back
-// after a crash.
-func TestFileLogsSyncTogether(t *testing.T) {
+// syncLogs opens n FileLogs with one batch and a state file each (later bumps
+// write in place), and returns them with their filesystem's sync group.
+func syncLogs(t *testing.T, n int) ([]*FileLog, *syncGroup) {
 	root := t.TempDir()
-	const n = 64
 	logs := make([]*FileLog, n)
 	for i := range logs {
 		logs[i] = openFile(t, filepath.Join(root, strconv.Itoa(i)), FileLogOptions{Fsync: FsyncOnFlush})
 		appendN(t, logs[i], 1)
-		_, err := logs[i].BumpLeaderEpoch(-1) // creates the state file: later bumps write in place
+		_, err := logs[i].BumpLeaderEpoch(-1)
 		require.NoError(t, err)
 	}
 	g := logs[0].group
 	require.NotNil(t, g, "group syncs on Linux 5.8+")
+	return logs, g
+}
+
+// Many FileLogs syncing at once (a failover's barriers) all get durable
+// appends through their filesystem's group, and each reads its batches back
+// after a crash.
+func TestFileLogsSyncTogether(t *testing.T) {
+	const n = 64
+	logs, g := syncLogs(t, n)
 	var rounds atomic.Int64
 	fs := g.fs
 	g.fs = func() error { rounds.Add(1); return fs() }
@@ -146,17 +153,8 @@ func TestFileLogsSyncTogether(t *testing.T) {
 // a time (about 5,000 partitions a second), and each barrier's sync kept its
 // segment open.
 func TestGroupSyncWaitersHoldNothing(t *testing.T) {
-	root := t.TempDir()
 	n := cap(smallFileSlots) + 44
-	logs := make([]*FileLog, n)
-	for i := range logs {
-		logs[i] = openFile(t, filepath.Join(root, strconv.Itoa(i)), FileLogOptions{Fsync: FsyncOnFlush})
-		appendN(t, logs[i], 1)
-		_, err := logs[i].BumpLeaderEpoch(-1) // creates the state file: later bumps write in place
-		require.NoError(t, err)
-	}
-	g := logs[0].group
-	require.NotNil(t, g, "group syncs on Linux 5.8+")
+	logs, g := syncLogs(t, n)
 	fs := g.fs
 	release := make(chan struct{})
 	g.fs = func() error { <-release; return fs() }

@@ -151,30 +151,38 @@ func TestPooledReadLendsOneBuffer(t *testing.T) {
 	}
 }
 
+// wideFetch starts a file site with topic of parts partitions that each hold batch,
+// and returns a Fetch of every partition from offset 0 (Kafka's default 1 MiB partition
+// limit, maxBytes for the response) and a client whose connection is set up by a fetch
+// of one partition: the read-buffer pool is as cold as a server's that has served only
+// small fetches.
+func wideFetch(t *testing.T, topic string, parts int32, batch []byte, maxBytes int32) (*kmsg.FetchRequest, *kgo.Client) {
+	s := startFileSite(t)
+	spec := s.topic(t, topic, parts)
+	req := fetchReq(spec, 0, 0, nil)
+	req.MaxBytes = maxBytes
+	rt := &req.Topics[0]
+	rt.Partitions = rt.Partitions[:0]
+	for p := range parts {
+		require.NoError(t, s.log(t, topic, p).Append(batch))
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, 0, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	cl := s.client(t, kgo.RetryTimeout(0))
+	_, err := fetchReq(spec, 0, 0, nil).RequestWith(context.Background(), cl)
+	require.NoError(t, err)
+	return req, cl
+}
+
 // TestFetchManyPartitionsAllocatesWhatItReads: a Fetch of 300 partitions
 // that each hold one small batch, with Kafka's default 1 MiB partition
 // limit, allocates about what it returns, not the limit per partition (300
 // MiB before; a fetch of 12,500 such partitions made the source allocate
 // 12.5 GiB).
 func TestFetchManyPartitionsAllocatesWhatItReads(t *testing.T) {
-	s := startFileSite(t)
 	const parts = 300
-	spec := s.topic(t, "wide", parts)
-	req := fetchReq(spec, 0, 0, nil)
-	req.MaxBytes = 50 << 20
-	rt := &req.Topics[0]
-	rt.Partitions = rt.Partitions[:0]
-	for p := int32(0); p < parts; p++ {
-		require.NoError(t, s.log(t, "wide", p).Append(dataBatch(t, 0, 0, 1, -1, 0, false)))
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, 0, 1<<20
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	cl := s.client(t, kgo.RetryTimeout(0))
-	// The connection is set up by a fetch of one partition; the pool is as
-	// cold as a server's that has served only small fetches.
-	_, err := fetchReq(spec, 0, 0, nil).RequestWith(context.Background(), cl)
-	require.NoError(t, err)
+	req, cl := wideFetch(t, "wide", parts, dataBatch(t, 0, 0, 1, -1, 0, false), 50<<20)
 	fetch := func() uint64 {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -203,23 +211,9 @@ func TestFetchManyPartitionsAllocatesWhatItReads(t *testing.T) {
 // batch whole to drop it: a 1,000-partition mirror's source read several
 // times what it sent.
 func TestFetchSpentBudgetReadsNoBatches(t *testing.T) {
-	s := startFileSite(t)
 	const parts = 200
-	spec := s.topic(t, "spent", parts)
 	big := dataBatch(t, 0, 0, 10000, -1, 0, false)
-	req := fetchReq(spec, 0, 0, nil)
-	req.MaxBytes = int32(len(big) + 1000)
-	rt := &req.Topics[0]
-	rt.Partitions = rt.Partitions[:0]
-	for p := int32(0); p < parts; p++ {
-		require.NoError(t, s.log(t, "spent", p).Append(big))
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, 0, 1<<20
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	cl := s.client(t, kgo.RetryTimeout(0))
-	_, err := fetchReq(spec, 0, 0, nil).RequestWith(context.Background(), cl)
-	require.NoError(t, err)
+	req, cl := wideFetch(t, "spent", parts, big, int32(len(big)+1000))
 	fetch := func() uint64 {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
