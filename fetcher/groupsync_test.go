@@ -104,6 +104,20 @@ func syncLogs(t *testing.T, n int) ([]*FileLog, *syncGroup) {
 	return logs, g
 }
 
+// requireDurable crashes each log (its files closed, nothing flushed) and checks that
+// a reopen finds its end offset and leader epoch.
+func requireDurable(t *testing.T, logs []*FileLog, epoch int32) {
+	t.Helper()
+	for _, l := range logs {
+		end := l.LogEndOffset()
+		l.closeFiles()
+		r := openFile(t, l.dir, FileLogOptions{Fsync: FsyncOnFlush})
+		require.Equal(t, end, r.LogEndOffset())
+		require.Equal(t, epoch, r.LeaderEpoch())
+		require.NoError(t, r.Close())
+	}
+}
+
 // Many FileLogs syncing at once (a failover's barriers) all get durable
 // appends through their filesystem's group, and each reads its batches back
 // after a crash.
@@ -136,14 +150,7 @@ func TestFileLogsSyncTogether(t *testing.T) {
 	}
 	require.Positive(t, rounds.Load())
 	require.Less(t, rounds.Load(), int64(2*n), "2n syncs (a bump and a barrier per log) in fewer rounds")
-	for _, l := range logs {
-		end := l.LogEndOffset()
-		l.closeFiles()
-		r := openFile(t, l.dir, FileLogOptions{Fsync: FsyncOnFlush})
-		require.Equal(t, end, r.LogEndOffset())
-		require.Equal(t, int32(1), r.LeaderEpoch())
-		require.NoError(t, r.Close())
-	}
+	requireDurable(t, logs, 1)
 }
 
 // TestGroupSyncWaitersHoldNothing: a bump of the leader epoch and a
@@ -200,12 +207,5 @@ func TestGroupSyncWaitersHoldNothing(t *testing.T) {
 	for range n {
 		require.NoError(t, <-errs)
 	}
-	for _, l := range logs {
-		end := l.LogEndOffset()
-		l.closeFiles()
-		r := openFile(t, l.dir, FileLogOptions{Fsync: FsyncOnFlush})
-		require.Equal(t, end, r.LogEndOffset())
-		require.Equal(t, int32(1), r.LeaderEpoch())
-		require.NoError(t, r.Close())
-	}
+	requireDurable(t, logs, 1)
 }

@@ -175,6 +175,18 @@ func wideFetch(t *testing.T, topic string, parts int32, batch []byte, maxBytes i
 	return req, cl
 }
 
+// fetchAllocating sends req and returns its response with the bytes the process
+// allocated meanwhile (client and server).
+func fetchAllocating(t *testing.T, req *kmsg.FetchRequest, cl *kgo.Client) (*kmsg.FetchResponse, uint64) {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp, err := req.RequestWith(context.Background(), cl)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	return resp, after.TotalAlloc - before.TotalAlloc
+}
+
 // TestFetchManyPartitionsAllocatesWhatItReads: a Fetch of 300 partitions
 // that each hold one small batch, with Kafka's default 1 MiB partition
 // limit, allocates about what it returns, not the limit per partition (300
@@ -184,11 +196,7 @@ func TestFetchManyPartitionsAllocatesWhatItReads(t *testing.T) {
 	const parts = 300
 	req, cl := wideFetch(t, "wide", parts, dataBatch(t, 0, 0, 1, -1, 0, false), 50<<20)
 	fetch := func() uint64 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		resp, err := req.RequestWith(context.Background(), cl)
-		runtime.ReadMemStats(&after)
-		require.NoError(t, err)
+		resp, allocated := fetchAllocating(t, req, cl)
 		n := 0
 		for _, p := range resp.Topics[0].Partitions {
 			require.Zero(t, p.ErrorCode)
@@ -196,7 +204,7 @@ func TestFetchManyPartitionsAllocatesWhatItReads(t *testing.T) {
 			n++
 		}
 		require.Equal(t, parts, n)
-		return after.TotalAlloc - before.TotalAlloc
+		return allocated
 	}
 	for range 3 {
 		require.Less(t, fetch(), uint64(32<<20), "bytes allocated by one Fetch (client and server)")
@@ -215,11 +223,7 @@ func TestFetchSpentBudgetReadsNoBatches(t *testing.T) {
 	big := dataBatch(t, 0, 0, 10000, -1, 0, false)
 	req, cl := wideFetch(t, "spent", parts, big, int32(len(big)+1000))
 	fetch := func() uint64 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		resp, err := req.RequestWith(context.Background(), cl)
-		runtime.ReadMemStats(&after)
-		require.NoError(t, err)
+		resp, allocated := fetchAllocating(t, req, cl)
 		got := resp.Topics[0].Partitions
 		require.Len(t, got, parts)
 		require.Equal(t, big, got[0].RecordBatches, "the first partition gets its batch")
@@ -228,7 +232,7 @@ func TestFetchSpentBudgetReadsNoBatches(t *testing.T) {
 			require.Empty(t, p.RecordBatches, "partition %d: its batch does not fit the budget left", p.Partition)
 			require.EqualValues(t, 10000, p.HighWatermark, "partition %d", p.Partition)
 		}
-		return after.TotalAlloc - before.TotalAlloc
+		return allocated
 	}
 	for range 3 {
 		// The batches not sent are 199 x 100 KB, about 20 MB.
