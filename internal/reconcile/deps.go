@@ -1,6 +1,7 @@
-// Package reconcile is the per-partition reconciler engine of a Mirror: one goroutine
+// Package reconcile is the per-partition reconciler engine of a Mirror: one reconciler
 // per mirror partition drives the partition's state machine (read the actual state from
-// the coordinator, pick the next state, write it fenced, run its actions), one Runtime
+// the coordinator, pick the next state, write it fenced, run its actions) in turns that a
+// bounded pool of workers runs when the partition is kicked (sched.go), one Runtime
 // per mirror holds its source, fetchers, LME peer and metadata-sync cycle, and the
 // coordinator reads and writes of a mirror's partitions are group-committed.
 //
