@@ -161,7 +161,12 @@ func (f *Fetcher) submit(o op) error {
 		return ErrFetcherClosed
 	}
 	f.ops = append(f.ops, o)
-	if f.cancelQ != nil {
+	if f.cancelQ != nil && o.add != nil {
+		// A new partition joins a fetch at once rather than after the long
+		// polls in flight. A remove cancels nothing: the loop drops the
+		// partition from its answers (current) and the fetches keep their
+		// sessions, which a cancelled fetch resets (the next fetch then names
+		// every partition of the broker again).
 		f.cancelQ()
 	}
 	f.mu.Unlock()
@@ -223,10 +228,21 @@ func (f *Fetcher) run(ctx context.Context) {
 	defer timer.Stop()
 	fs := &flights{byLeader: make(map[int32]*flight), arrived: make(chan *flight, 16), waiting: make(map[int32]bool)}
 	defer fs.drain()
+	// next is the earliest retry time dispatch left (zero: none); stale says
+	// that something since the last dispatch may have made a partition due:
+	// an answer, an add, new fetches in flight cancelled. Removes alone make
+	// nothing due, so a stop of thousands of partitions, one Remove at a
+	// time, does not walk every partition of the loop after each of them.
+	var next time.Time
+	stale := true
 	for {
-		// 1. Apply adds and removes, once no fetch is in flight: a response
-		// is never applied to a partition removed after it was sent.
-		order = f.applyOps(fs, parts, order)
+		// 1. Apply adds and removes. A response is never applied to a
+		// partition removed after it was sent: land keeps only the
+		// partitions still in parts (current), and an added partition is a
+		// new partState.
+		var added bool
+		order, added = f.applyOps(fs, parts, order)
+		stale = stale || added
 		if ctx.Err() != nil {
 			f.failPending()
 			return
@@ -234,43 +250,55 @@ func (f *Fetcher) run(ctx context.Context) {
 		if fs.gen == nil || fs.gen.Err() != nil {
 			fs.drain()
 			fs.gen, fs.cancel = context.WithCancel(ctx)
+			stale = true
 			if !f.setCancelQ(fs.cancel) {
 				continue // an op is waiting: apply it first
 			}
 		}
 		// 2. Prepare the partitions that are due and send the fetches.
-		next := f.dispatch(ctx, fs, parts, order)
-		order = compact(order, parts)
+		if stale || (!next.IsZero() && !time.Now().Before(next)) {
+			next = f.dispatch(ctx, fs, parts, order)
+			order = compact(order, parts)
+			stale = false
+		}
 		// 3. Wait for a response, an op or the next retry, and process the
 		// response while the next fetch to the same leader is on its way.
 		if fl := f.await(ctx, timer, next, fs); fl != nil {
 			f.land(ctx, fs, fl, parts)
 			order = compact(order, parts)
+			stale = true
 		}
 	}
 }
 
-// applyOps applies the adds and removes submitted since the last call, after
-// draining the fetches in flight, and returns the new fetch order.
-func (f *Fetcher) applyOps(fs *flights, parts map[TopicPartition]*partState, order []TopicPartition) []TopicPartition {
+// applyOps applies the adds and removes submitted since the last call and
+// returns the new fetch order. Adds drain the fetches in flight first (Add
+// cancelled them), so the new partitions join the next fetch of their leader.
+// Removes wait for nothing: a flight that holds a removed partition ends its
+// chain (flights.prune), its answer for that partition is dropped, and the
+// next fetch to the leader leaves the partition out (so its session forgets
+// it). A stop of thousands of partitions therefore costs their fetchers no
+// refetch, where a drain per batch of removes reset every session. added
+// reports whether any op was an add.
+func (f *Fetcher) applyOps(fs *flights, parts map[TopicPartition]*partState, order []TopicPartition) (_ []TopicPartition, added bool) {
 	f.mu.Lock()
 	ops := f.ops
 	f.ops = nil
 	f.mu.Unlock()
-	if len(ops) == 0 {
-		return order
-	}
-	fs.drain()
-	removed := false
 	for _, o := range ops {
-		removed = removed || o.add == nil
+		if o.add != nil {
+			fs.drain()
+			added = true
+			break
+		}
+	}
+	for _, o := range ops {
+		if ps := parts[o.remove]; o.add == nil && ps != nil && ps.inFlight {
+			fs.prune(ps.leader)
+		}
 		o.done <- f.apply(o, parts, &order)
 	}
-	if removed {
-		// once per batch of ops, not per remove: stopping n partitions stays O(n)
-		order = compact(order, parts)
-	}
-	return order
+	return order, added
 }
 
 // dispatch prepares the partitions that are due and not in a fetch, and sends
@@ -319,15 +347,23 @@ func (f *Fetcher) dispatch(ctx context.Context, fs *flights, parts map[TopicPart
 	return next
 }
 
-// compact drops from order the partitions no longer in parts. order holds
-// each partition of parts once plus the removed ones, so it has nothing to
-// drop when it is as long as parts: the loop calls it after every dispatch
-// and answer, and a walk of 10,000 partitions each time was a seventh of the
-// CPU of a stop of 10,000 partitions (BenchmarkStopFailover in mirror).
+// compact drops from order the partitions no longer in parts once they are
+// as many as those left. order holds each partition of parts once plus the
+// removed ones (dispatch skips those), so it has nothing to drop when it is
+// as long as parts: the loop calls it after every dispatch and answer, and a
+// walk of 10,000 partitions each time was a seventh of the CPU of a stop of
+// 10,000 partitions (BenchmarkStopFailover in mirror). Waiting for the
+// removed to be half keeps a stop of n partitions, removed a few at a time,
+// O(n) in all.
 func compact(order []TopicPartition, parts map[TopicPartition]*partState) []TopicPartition {
-	if len(order) == len(parts) {
+	if len(order) <= 2*len(parts) {
 		return order
 	}
+	return compactNow(order, parts)
+}
+
+// compactNow drops from order the partitions no longer in parts.
+func compactNow(order []TopicPartition, parts map[TopicPartition]*partState) []TopicPartition {
 	out := order[:0]
 	for _, tp := range order {
 		if _, ok := parts[tp]; ok {
@@ -356,8 +392,9 @@ func (f *Fetcher) apply(o op, parts map[TopicPartition]*partState, order *[]Topi
 		return nil
 	}
 	if len(*order) > len(parts) {
-		// a remove earlier in this batch left a stale entry; drop it before re-adding
-		*order = compact(*order, parts)
+		// a remove left a stale entry in order, which an add of the same
+		// partition would make a second entry of it: drop them first
+		*order = compactNow(*order, parts)
 	}
 	seen := make(map[TopicPartition]bool, len(o.add))
 	for _, p := range o.add {
@@ -393,7 +430,7 @@ func (f *Fetcher) publish(ps *partState, err error) {
 
 // settle removes a partition whose state says it is done.
 func (f *Fetcher) settle(ps *partState, parts map[TopicPartition]*partState) {
-	if ps.log == nil {
+	if ps.log == nil && parts[ps.tp] == ps {
 		delete(parts, ps.tp)
 	}
 }

@@ -40,6 +40,9 @@ type flight struct {
 	// The loop sets it once no earlier answer of the leader is held and no
 	// other partition of the leader is waiting to join.
 	mayChain atomic.Bool
+	// pruned (loop-owned) is set once a partition of parts was removed: the
+	// flight and a successor it already chained may chain no more.
+	pruned bool
 	// Set by the goroutine before the flight reaches arrived:
 	res     []FetchResult
 	err     error
@@ -66,7 +69,21 @@ func (fs *flights) arrive(fl *flight) {
 		ps.inFlight = false
 	}
 	if n := fl.next; n != nil {
+		if fl.pruned {
+			n.pruned = true
+			n.mayChain.Store(false)
+		}
 		fs.own(n)
+	}
+}
+
+// prune ends the chain of leader's flight in flight, which holds a partition
+// just removed: once its answer (and that of a successor it chained already)
+// is in, the loop sends the leader a fetch of its current partitions.
+func (fs *flights) prune(leader int32) {
+	if fl := fs.byLeader[leader]; fl != nil {
+		fl.pruned = true
+		fl.mayChain.Store(false)
 	}
 }
 
@@ -82,7 +99,7 @@ func (fs *flights) own(fl *flight) {
 // unless other partitions of the leader wait to join.
 func (fs *flights) allowChain(leader int32) {
 	if fl := fs.byLeader[leader]; fl != nil {
-		fl.mayChain.Store(!fs.waiting[leader])
+		fl.mayChain.Store(!fs.waiting[leader] && !fl.pruned)
 	}
 }
 
@@ -170,6 +187,9 @@ func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[T
 		f.cfg.Logger.Warn("fetch failed", "err", fl.err, "partitions", len(fl.reqs))
 		f.observeFetch(fl)
 		for _, ps := range fl.parts {
+			if parts[ps.tp] != ps {
+				continue // removed since: no event after Remove returned
+			}
 			ps.needInfo = true
 			f.partitionError(ps, fl.err)
 			ps.lastErr = fl.err
@@ -182,8 +202,10 @@ func (f *Fetcher) land(ctx context.Context, fs *flights, fl *flight, parts map[T
 	if len(fl.res) != len(fl.reqs) {
 		f.cfg.Logger.Error("source answered the wrong number of partitions", "want", len(fl.reqs), "got", len(fl.res))
 		for _, ps := range fl.parts {
-			f.retryLater(ps)
-			f.settle(ps, parts)
+			if parts[ps.tp] == ps {
+				f.retryLater(ps)
+				f.settle(ps, parts)
+			}
 		}
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -432,4 +433,121 @@ func TestFetcherSlowLeaderDoesNotHoldBackOthers(t *testing.T) {
 	close(src.release)
 	ev.waitUntil(t, waitLong, "p0 caught up", func() bool { return dst[0].LogEndOffset() == 3 })
 	requireSameBatches(t, srcLogs[0], dst[0])
+}
+
+// holdingSource is a Source whose first Fetch is a long poll that lasts until
+// release is closed (or its context is cancelled, which it counts); every
+// Fetch's partitions are recorded.
+type holdingSource struct {
+	Source
+	release   chan struct{}
+	held      chan struct{} // closed once the first Fetch waits
+	mu        sync.Mutex
+	fetches   int
+	cancelled int
+	requests  [][]int32 // the partitions of each Fetch
+}
+
+func (s *holdingSource) Fetch(ctx context.Context, parts []FetchPartition) ([]FetchResult, error) {
+	s.mu.Lock()
+	s.fetches++
+	first := s.fetches == 1
+	ps := make([]int32, len(parts))
+	for i, p := range parts {
+		ps[i] = p.Partition
+	}
+	s.requests = append(s.requests, ps)
+	s.mu.Unlock()
+	if first {
+		close(s.held)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.cancelled++
+			s.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	return s.Source.Fetch(ctx, parts)
+}
+
+// TestFetcherRemoveCancelsNoFetch removes half of the partitions of a long
+// poll in flight: Remove returns without cancelling it (a cancelled fetch
+// resets its fetch session, and a failover of thousands of partitions then
+// refetched every partition of the broker once per batch of removes), the
+// answer's data for the removed partitions is dropped, and the next fetch
+// names only the partitions left.
+func TestFetcherRemoveCancelsNoFetch(t *testing.T) {
+	const n = 10
+	local := NewLocalSource(ReadUncommitted)
+	srcs, dsts := make([]*MemoryLog, n), make([]*MemoryLog, n)
+	for i := range n {
+		srcs[i], dsts[i] = memLog(t, 0), memLog(t, 1)
+		local.Add("t", records.UUID{1}, int32(i), srcs[i])
+	}
+	src := &holdingSource{Source: local, release: make(chan struct{}), held: make(chan struct{})}
+	ev := newRecorder()
+	f, err := NewFetcher(src, Config{Events: ev})
+	require.NoError(t, err)
+	defer f.Close()
+	specs := make([]PartitionSpec, n)
+	for i := range n {
+		specs[i] = PartitionSpec{Topic: "t", Partition: int32(i), Log: dsts[i]}
+	}
+	require.NoError(t, f.Add(specs...))
+	select {
+	case <-src.held:
+	case <-time.After(waitLong):
+		require.FailNow(t, "no fetch was sent")
+	}
+
+	removed := make(chan error, 1)
+	go func() {
+		var err error
+		for i := range n / 2 {
+			err = errors.Join(err, f.Remove("t", int32(i)))
+		}
+		removed <- err
+	}()
+	select {
+	case err := <-removed:
+		require.NoError(t, err)
+	case <-time.After(waitLong):
+		require.FailNow(t, "Remove waited for the fetch in flight")
+	}
+	for i := range n {
+		appendAll(t, srcs[i], batch(t, 0, 0, 1, records.CompressionNone))
+	}
+	close(src.release)
+	ev.waitUntil(t, waitLong, "the partitions left mirrored", func() bool {
+		for i := n / 2; i < n; i++ {
+			if dsts[i].LogEndOffset() != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	ev.waitUntil(t, waitLong, "a fetch after the answer", func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return len(src.requests) > 1
+	})
+	for i := range n / 2 {
+		require.Zero(t, dsts[i].LogEndOffset(), "partition %d was removed before the answer came", i)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	require.Zero(t, src.cancelled, "a remove cancelled the fetch in flight")
+	require.Len(t, src.requests[0], n)
+	for _, req := range src.requests[1:] {
+		for _, p := range req {
+			require.GreaterOrEqual(t, p, int32(n/2), "a later fetch names removed partition %d", p)
+		}
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for i := range n / 2 {
+		require.NotContains(t, ev.progress, TopicPartition{"t", int32(i)}, "an event after Remove returned")
+	}
 }
