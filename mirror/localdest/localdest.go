@@ -64,8 +64,12 @@ type LocalDestination struct {
 	// replacing it (tests replace it to hold or fail a write).
 	writeReadOnly func(data []byte, records int, snapshot bool) error
 	// gen counts the changes of meta; saved is the highest gen known durable.
-	// saveMu serializes the writes of topicsFile (saveLocked's group commit).
+	// round is the write that the changes made now will go out in (nil: none
+	// asked yet); committing says a goroutine runs the writes (commitRounds),
+	// holding saveMu while it does.
 	gen, saved uint64
+	round      *commitRound
+	committing bool
 	saveMu     sync.Mutex
 	// writeTopics replaces topicsFile with data (atomicfile.WriteFile; tests
 	// replace it to hold or fail a write).
@@ -687,19 +691,58 @@ func (d *LocalDestination) durableLocked() error {
 	return d.commitLocked(d.gen)
 }
 
-// commitLocked writes meta unless a write of generation gen or later succeeded.
+// commitRound is one write of the group commit: every call whose change it holds
+// waits for its done and gets its err.
+type commitRound struct {
+	done chan struct{}
+	err  error
+}
+
+// commitLocked returns once a write that holds generation gen succeeded (or with the
+// error of the write that held it). It is called with d.mu held and returns with it
+// held, releasing it while it waits. A call joins the next round, which starts once
+// the one under way ends and takes every change made until then; all the calls of a
+// round wake together at its end. (Each waiter used to take the write's lock in
+// turn to learn that an earlier write had covered it: at a failover's thousands of
+// SetReadOnly calls, that queue was the destination's slowest step.)
 func (d *LocalDestination) commitLocked(gen uint64) error {
-	if d.root == "" {
+	if d.root == "" || d.saved >= gen {
 		d.saved = max(d.saved, gen)
 		return nil
 	}
-	d.mu.Unlock()
-	d.saveMu.Lock()
-	d.mu.Lock()
-	defer d.saveMu.Unlock()
-	if d.saved >= gen {
-		return nil // an earlier call's write took this change
+	r := d.round
+	if r == nil {
+		r = &commitRound{done: make(chan struct{})}
+		d.round = r
 	}
+	if !d.committing {
+		d.committing = true
+		go d.commitRounds()
+	}
+	d.mu.Unlock()
+	<-r.done
+	d.mu.Lock()
+	return r.err
+}
+
+// commitRounds writes rounds until none is asked for.
+func (d *LocalDestination) commitRounds() {
+	d.saveMu.Lock()
+	defer d.saveMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for d.round != nil {
+		r := d.round
+		d.round = nil
+		r.err = d.writeMetaLocked()
+		close(r.done)
+	}
+	d.committing = false
+}
+
+// writeMetaLocked writes what changed since the last write: the read-only journal's
+// records, then topicsFile when meta changed. It releases d.mu while it writes.
+func (d *LocalDestination) writeMetaLocked() error {
 	if d.closed {
 		return fetcher.ErrClosed // the root's lock may be released: never written after Close
 	}
