@@ -49,15 +49,13 @@ type Metrics struct {
 
 	reg *prometheus.Registry
 
-	// states is the state each partition's partition_state series names
-	// (PartitionState), in shards by partition (stateShard), each with its
-	// own lock: a failover changes the state of every partition at once, and
-	// one lock held across the series' delete and set was a convoy of
+	// state exports the actual state of every partition, kept in shards by
+	// partition and read at scrape time: a failover changes the state of
+	// every partition at once, and a GaugeVec's delete and set of each
+	// partition's series (under the vector's one lock) was a convoy of
 	// thousands of reconcilers.
-	states [stateShards]stateShard
-	seed   maphash.Seed
+	state *stateCollector
 
-	state        *prometheus.GaugeVec
 	lagOffsets   *prometheus.GaugeVec
 	lagSeconds   *lagCollector
 	bytes        *prometheus.CounterVec
@@ -112,9 +110,9 @@ func New(namespace string, opts ...Opt) *Metrics {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: c.buckets}, labels)
 	}
 	m := &Metrics{
-		reg:        c.reg,
-		seed:       maphash.MakeSeed(),
-		state:      gauge("partition_state", "1 for the actual state of each mirror partition owned by this instance.", append(part, "state")...),
+		reg: c.reg,
+		state: &stateCollector{seed: maphash.MakeSeed(), desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "partition_state"),
+			"1 for the actual state of each mirror partition owned by this instance.", append(part, "state"), nil)},
 		lagOffsets: gauge("partition_lag_offsets", "Source high watermark minus destination log end offset, after the last fetch response; absent when unknown.", part...),
 		lagSeconds: newLagCollector(prometheus.BuildFQName(namespace, "", "partition_lag_seconds"),
 			"Age of the oldest source record not yet mirrored, from batch timestamps, computed at scrape time; 0 when caught up; absent when unknown.", part),
@@ -160,27 +158,40 @@ func partLabels(p mirror.PartitionRef) prometheus.Labels {
 	return prometheus.Labels{"mirror": p.Mirror, "topic": p.Topic, "partition": strconv.Itoa(int(p.Partition))}
 }
 
-// PartitionState implements mirror.Metrics: the series of the partition's other state
-// is removed. The state each partition's series names is kept (states), so that the
-// removal is one exact delete, not a scan of every partition's series.
+// PartitionState implements mirror.Metrics: the partition's partition_state series
+// names s from now on.
 func (m *Metrics) PartitionState(p mirror.PartitionRef, s statemachine.State) {
-	l := partLabels(p)
-	l["state"] = s.String()
-	sh := m.shard(p)
+	sh := m.state.shard(p)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if old, ok := sh.m[p]; ok && old != s {
-		m.state.Delete(prometheus.Labels{"mirror": p.Mirror, "topic": p.Topic, "partition": l["partition"], "state": old.String()})
-	}
 	if sh.m == nil {
 		sh.m = map[mirror.PartitionRef]statemachine.State{}
 	}
 	sh.m[p] = s
-	m.state.With(l).Set(1)
+	sh.mu.Unlock()
 }
 
-// stateShards is the number of shards of Metrics.states.
+// PartitionGone implements mirror.Metrics.
+func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
+	sh := m.state.shard(p)
+	sh.mu.Lock()
+	delete(sh.m, p)
+	sh.mu.Unlock()
+	l := partLabels(p)
+	m.lagOffsets.Delete(l)
+	m.lagSeconds.delete(p)
+	m.verified.Delete(l)
+}
+
+// stateShards is the number of shards of stateCollector.
 const stateShards = 64
+
+// stateCollector exports partition_state: one series per partition, naming its
+// state, built at scrape time from the states reported.
+type stateCollector struct {
+	desc   *prometheus.Desc
+	seed   maphash.Seed
+	shards [stateShards]stateShard
+}
 
 // stateShard holds the states of some partitions.
 type stateShard struct {
@@ -189,25 +200,30 @@ type stateShard struct {
 }
 
 // shard returns the shard of p's state.
-func (m *Metrics) shard(p mirror.PartitionRef) *stateShard {
-	return &m.states[maphash.Comparable(m.seed, p)%stateShards]
+func (c *stateCollector) shard(p mirror.PartitionRef) *stateShard {
+	return &c.shards[maphash.Comparable(c.seed, p)%stateShards]
 }
 
-// PartitionGone implements mirror.Metrics.
-func (m *Metrics) PartitionGone(p mirror.PartitionRef) {
-	l := partLabels(p)
-	sh := m.shard(p)
-	sh.mu.Lock()
-	if old, ok := sh.m[p]; ok {
-		sl := partLabels(p)
-		sl["state"] = old.String()
-		m.state.Delete(sl)
-		delete(sh.m, p)
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector. A shard's lock is held while its series
+// are built, never while they are sent: a slow scrape holds up no state change.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	var out []prometheus.Metric
+	for i := range c.shards {
+		sh := &c.shards[i]
+		out = out[:0]
+		sh.mu.Lock()
+		for p, s := range sh.m {
+			out = append(out, prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1,
+				p.Mirror, p.Topic, strconv.Itoa(int(p.Partition)), s.String()))
+		}
+		sh.mu.Unlock()
+		for _, m := range out {
+			ch <- m
+		}
 	}
-	sh.mu.Unlock()
-	m.lagOffsets.Delete(l)
-	m.lagSeconds.delete(p)
-	m.verified.Delete(l)
 }
 
 // StateTransition implements mirror.Metrics.
