@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/logsample"
@@ -49,7 +50,12 @@ type Engine struct {
 	parts       map[dest.TopicPartition]*Partition // by destination topic/partition
 
 	changeMu sync.Mutex
-	changeCh chan struct{} // closed and replaced on every actual-state change
+	changeCh chan struct{} // closed and replaced on an actual-state change once taken
+	// changeTaken is set (under changeMu) when Changed hands out changeCh and
+	// cleared when it is closed: a change nobody waits for costs an atomic
+	// load, where a failover's thousands of state changes each took changeMu
+	// to close a channel nobody held (a convoy of 5,000 reconcilers).
+	changeTaken atomic.Bool
 }
 
 // sampledBurst is how many lines per second and kind Engine.sampled logs
@@ -114,9 +120,15 @@ func (e *Engine) Close() error {
 
 // notifyChange wakes every waiter on Changed.
 func (e *Engine) notifyChange() {
+	if !e.changeTaken.Load() {
+		return // nobody got the channel since it was last closed
+	}
 	e.changeMu.Lock()
-	close(e.changeCh)
-	e.changeCh = make(chan struct{})
+	if e.changeTaken.Load() {
+		close(e.changeCh)
+		e.changeCh = make(chan struct{})
+		e.changeTaken.Store(false)
+	}
 	e.changeMu.Unlock()
 }
 
@@ -124,6 +136,7 @@ func (e *Engine) notifyChange() {
 func (e *Engine) Changed() <-chan struct{} {
 	e.changeMu.Lock()
 	defer e.changeMu.Unlock()
+	e.changeTaken.Store(true)
 	return e.changeCh
 }
 

@@ -164,3 +164,34 @@ func TestNewFullTruncation(t *testing.T) {
 	require.Equal(t, controller.FullTruncation{Partition: 2, LogStart: 4, LogEnd: 9, SourceLogStart: -1, LostFrom: 4, LostTo: 9},
 		newFullTruncation(2, 4, 9, -1), "an unknown source log start counts everything as lost")
 }
+
+// TestChangedClosesOnTheNextChange: a channel from Changed is closed by the next
+// notifyChange, however many changes nobody waited for came before it.
+func TestChangedClosesOnTheNextChange(t *testing.T) {
+	e := &Engine{changeCh: make(chan struct{})}
+	e.notifyChange() // nobody waits
+	e.notifyChange()
+	ch := e.Changed()
+	select {
+	case <-ch:
+		t.Fatal("closed by a change made before Changed")
+	default:
+	}
+	same := e.Changed()
+	e.notifyChange()
+	for _, c := range []<-chan struct{}{ch, same} {
+		select {
+		case <-c:
+		default:
+			t.Fatal("not closed by the change after Changed")
+		}
+	}
+	next := e.Changed()
+	select {
+	case <-next:
+		t.Fatal("a new channel is closed before the next change")
+	default:
+	}
+	e.notifyChange()
+	<-next
+}
