@@ -58,9 +58,15 @@ func TestSchedulerBoundsWorkers(t *testing.T) {
 	}
 	for _, f := range ts {
 		s.kick(f)
-		s.kick(f) // queued already: no second turn
 	}
+	// The queue is FIFO and the three workers hold ts[0:3] in their turns: the
+	// others are still queued, and a second kick of them makes no second turn.
+	// (Kicked twice in a row, a turner could start running in between, and the
+	// second kick then rightly asked for one more turn.)
 	require.Eventually(t, func() bool { return running.Load() == 3 }, 5*time.Second, time.Millisecond)
+	for _, f := range ts[3:] {
+		s.kick(f)
+	}
 	for range len(ts) {
 		release <- struct{}{}
 	}
