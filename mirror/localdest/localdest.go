@@ -427,13 +427,16 @@ func roKey(topic string, partition int32) string {
 
 // SetReadOnly implements dest.Destination. The flag is durable (kmirror-read-only.log)
 // when it returns nil; concurrent calls share the appends and fsyncs of that journal
-// (saveReadOnlyLocked).
+// (commitRound). A change takes the destination's lock once: the round that writes it
+// also settles it (settleLocked), so its caller wakes with nothing left to do (at a
+// failover, thousands of callers taking the lock again one after the other were the
+// destination's longest queue).
 func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly bool) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	k := roKey(topic, partition)
 	tp := dest.TopicPartition{Topic: topic, Partition: partition}
+	d.mu.Lock()
 	if d.readOnly[k] == readOnly {
+		defer d.mu.Unlock()
 		// Possibly set by a call whose save is still under way: durable first.
 		if err := d.durableLocked(); err != nil {
 			return err
@@ -450,22 +453,47 @@ func (d *LocalDestination) SetReadOnly(topic string, partition int32, readOnly b
 			l.SetReadOnly(true)
 		}
 		d.readOnly[k] = true
-		return d.saveReadOnlyLocked('+', k)
+		r := d.queueReadOnlyLocked('+', k)
+		d.mu.Unlock()
+		return r.wait()
 	}
 	delete(d.readOnly, k)
+	r := d.queueReadOnlyLocked('-', k)
+	if r == nil { // a memory destination: durable at once
+		if l := d.logs[tp]; l != nil {
+			l.SetReadOnly(d.readOnlyLocked(k))
+		}
+		d.mu.Unlock()
+		return nil
+	}
 	d.unsettled[k]++ // read-only for everyone until the removal is durable
-	err := d.saveReadOnlyLocked('-', k)
-	if d.unsettled[k]--; d.unsettled[k] == 0 {
-		delete(d.unsettled, k)
+	r.settle = append(r.settle, roSettle{k: k, tp: tp})
+	d.mu.Unlock()
+	return r.wait()
+}
+
+// roSettle is a removal of a read-only flag that its round settles once written: the
+// partition is writable only when the removal is durable, and flagged again when the
+// write failed.
+type roSettle struct {
+	k  string
+	tp dest.TopicPartition
+}
+
+// settleLocked settles the removals of r's flags after r's write (d.mu held).
+func (d *LocalDestination) settleLocked(r *commitRound) {
+	for _, s := range r.settle {
+		if d.unsettled[s.k]--; d.unsettled[s.k] == 0 {
+			delete(d.unsettled, s.k)
+		}
+		if r.err != nil {
+			d.readOnly[s.k] = true
+			continue
+		}
+		if l := d.logs[s.tp]; l != nil {
+			l.SetReadOnly(d.readOnlyLocked(s.k)) // writable only once it is durable
+		}
 	}
-	if err != nil {
-		d.readOnly[k] = true
-		return err
-	}
-	if l := d.logs[tp]; l != nil {
-		l.SetReadOnly(d.readOnlyLocked(k)) // writable only once it is durable
-	}
-	return nil
 }
 
 // readOnlyLocked reports whether the partition of key k is read-only: flagged, or
@@ -671,15 +699,18 @@ func (d *LocalDestination) saveLocked() error {
 	return d.commitLocked(d.gen)
 }
 
-// saveReadOnlyLocked makes the change of k's read-only flag (op '+' or '-', already
-// made in d.readOnly) durable, sharing the journal's writes with concurrent calls.
-func (d *LocalDestination) saveReadOnlyLocked(op byte, k string) error {
-	if d.root != "" {
-		d.roPending = appendReadOnlyRecord(d.roPending, op, k)
-		d.roPendingN++
-	}
+// queueReadOnlyLocked records the change of k's read-only flag (op '+' or '-', already
+// made in d.readOnly) for the journal's next write and returns the round that will
+// write it; nil for a memory destination, where it is durable at once.
+func (d *LocalDestination) queueReadOnlyLocked(op byte, k string) *commitRound {
 	d.gen++
-	return d.commitLocked(d.gen)
+	if d.root == "" {
+		d.saved = d.gen
+		return nil
+	}
+	d.roPending = appendReadOnlyRecord(d.roPending, op, k)
+	d.roPendingN++
+	return d.joinRoundLocked()
 }
 
 // durableLocked returns once every change made so far is durable (with d.mu held,
@@ -692,10 +723,20 @@ func (d *LocalDestination) durableLocked() error {
 }
 
 // commitRound is one write of the group commit: every call whose change it holds
-// waits for its done and gets its err.
+// waits for its done and gets its err; settle are the read-only removals it settles.
 type commitRound struct {
-	done chan struct{}
-	err  error
+	done   chan struct{}
+	err    error
+	settle []roSettle
+}
+
+// wait returns r's error once r is written; a nil r is a change durable already.
+func (r *commitRound) wait() error {
+	if r == nil {
+		return nil
+	}
+	<-r.done
+	return r.err
 }
 
 // commitLocked returns once a write that holds generation gen succeeded (or with the
@@ -710,6 +751,16 @@ func (d *LocalDestination) commitLocked(gen uint64) error {
 		d.saved = max(d.saved, gen)
 		return nil
 	}
+	r := d.joinRoundLocked()
+	d.mu.Unlock()
+	err := r.wait()
+	d.mu.Lock()
+	return err
+}
+
+// joinRoundLocked returns the round that takes the changes made so far, starting the
+// goroutine that writes rounds when none runs.
+func (d *LocalDestination) joinRoundLocked() *commitRound {
 	r := d.round
 	if r == nil {
 		r = &commitRound{done: make(chan struct{})}
@@ -719,10 +770,7 @@ func (d *LocalDestination) commitLocked(gen uint64) error {
 		d.committing = true
 		go d.commitRounds()
 	}
-	d.mu.Unlock()
-	<-r.done
-	d.mu.Lock()
-	return r.err
+	return r
 }
 
 // commitRounds writes rounds until none is asked for.
@@ -735,6 +783,7 @@ func (d *LocalDestination) commitRounds() {
 		r := d.round
 		d.round = nil
 		r.err = d.writeMetaLocked()
+		d.settleLocked(r)
 		close(r.done)
 	}
 	d.committing = false
