@@ -44,15 +44,19 @@ type FileLog struct {
 	segs        []*segment
 	unflushed   int64
 	closed      bool
-	ckpt        []byte     // last checkpoint written
-	rpData      []byte     // last recovery point written
-	rpAt        time.Time  // when Flush last wrote the recovery point (or the open)
-	dirUnsynced bool       // a segment file was created since dir was last fsynced
-	failed      error      // set when a truncation stopped half-way (ErrLogFailed)
-	discarded   []Discard  // what OpenFileLog removed
-	metaSeq     uint64     // sequence number of the state file's current slot; 0: no file in the two-slot layout yet
-	metaSlot    int        // the slot (0 or 1) holding it
-	group       *syncGroup // dir's filesystem's group syncs; nil: off
+	ckpt        []byte    // last checkpoint written
+	rpData      []byte    // last recovery point written
+	rpAt        time.Time // when Flush last wrote the recovery point (or the open)
+	dirUnsynced bool      // a segment file was created since dir was last fsynced
+	failed      error     // set when a truncation stopped half-way (ErrLogFailed)
+	discarded   []Discard // what OpenFileLog removed
+	metaSeq     uint64    // sequence number of the state file's current slot; 0: no file in the two-slot layout yet
+	metaSlot    int       // the slot (0 or 1) holding it
+	// metaUnsynced: the current slot was written and not synced
+	// (BumpLeaderEpochUnsynced); the other slot holds the last durable
+	// record, so the next write goes to this slot again.
+	metaUnsynced bool
+	group        *syncGroup // dir's filesystem's group syncs; nil: off
 }
 
 var _ Log = (*FileLog)(nil)
@@ -232,7 +236,20 @@ func (l *FileLog) ReadBuffer(offset int64, maxBytes int, minOne bool, buf []byte
 
 // BumpLeaderEpoch implements Log; the new epoch is durable in the state file
 // (a slot written in place and fdatasynced) before it is returned.
-func (l *FileLog) BumpLeaderEpoch(min int32) (int32, error) {
+func (l *FileLog) BumpLeaderEpoch(min int32) (int32, error) { return l.bumpLeaderEpoch(min, true) }
+
+// BumpLeaderEpochUnsynced implements UnsyncedBumper: the bump's slot is
+// written and not synced. The log's next SyncData (or Flush, or Close) makes
+// it durable with the batches appended meanwhile, in one sync: a STOPPING's
+// bump and barrier then cost one syncfs round, not two. A crash before that
+// may keep batches appended at the new epoch and lose the bump; the open then
+// raises the leader epoch to the epoch of the log's last batch (recover), so
+// it is never below a batch the log holds.
+func (l *FileLog) BumpLeaderEpochUnsynced(min int32) (int32, error) {
+	return l.bumpLeaderEpoch(min, false)
+}
+
+func (l *FileLog) bumpLeaderEpoch(min int32, sync bool) (int32, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usableLocked(); err != nil {
@@ -244,7 +261,7 @@ func (l *FileLog) BumpLeaderEpoch(min int32) (int32, error) {
 	}
 	m := l.metaLocked()
 	m.leaderEpoch = e
-	if err := l.writeMeta(m); err != nil {
+	if err := l.writeMetaSync(m, sync); err != nil {
 		return 0, err
 	}
 	l.st.leaderEpoch = e
@@ -279,7 +296,7 @@ func (l *FileLog) SyncData() error {
 		return err
 	}
 	if l.opts.Fsync == FsyncNever || l.unflushed == 0 {
-		return nil
+		return l.syncMetaLocked()
 	}
 	return l.syncDataLocked()
 }
@@ -291,6 +308,9 @@ func (l *FileLog) flushLocked(final bool) error {
 		if err := l.syncDataLocked(); err != nil {
 			return err
 		}
+	}
+	if err := l.syncMetaLocked(); err != nil {
+		return err
 	}
 	if final && l.opts.Fsync != FsyncNever {
 		if err := l.syncDirLocked(); err != nil {

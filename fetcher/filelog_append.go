@@ -121,8 +121,15 @@ func (l *FileLog) maybeWritebackLocked(s *segment) {
 
 func (l *FileLog) syncDataLocked() error {
 	a := l.active()
-	if err := syncCached(a.log, l.group); err != nil {
+	grouped, err := syncCached(a.log, l.group)
+	if err != nil {
 		return fmt.Errorf("fetcher: fsync: %w", err)
+	}
+	if grouped {
+		// The round started after the state slot was written: durable too.
+		l.metaUnsynced = false
+	} else if err := l.syncMetaLocked(); err != nil {
+		return err
 	}
 	if err := l.syncDirLocked(); err != nil {
 		return err

@@ -125,7 +125,12 @@ func (l *FileLog) path(name string) string { return filepath.Join(l.dir, name) }
 // fdatasync it: no file is created or renamed, so a bump of the leader epoch
 // costs one small write and one data sync (a failover of 100,000 partitions
 // made 100,000 atomic replacements, each a create, two fsyncs and a rename).
-func (l *FileLog) writeMeta(m logMeta) error {
+func (l *FileLog) writeMeta(m logMeta) error { return l.writeMetaSync(m, true) }
+
+// writeMetaSync is writeMeta; with sync false the slot is written and not
+// synced (metaUnsynced) and syncMetaLocked, or a syncfs round that starts
+// later, makes it durable. The first write of a log is always durable.
+func (l *FileLog) writeMetaSync(m logMeta, sync bool) error {
 	if l.metaSeq == 0 {
 		file := make([]byte, 2*stateSlotSize)
 		copy(file, encodeStateSlot(1, m))
@@ -136,6 +141,20 @@ func (l *FileLog) writeMeta(m logMeta) error {
 		return nil
 	}
 	seq, slot := l.metaSeq+1, 1-l.metaSlot
+	if l.metaUnsynced {
+		// The other slot holds the last durable record: keep it.
+		slot = l.metaSlot
+	}
+	if !sync {
+		err := withFileSlot(func() error {
+			return writeAtSync(l.path(StateFileName), encodeStateSlot(seq, m), int64(slot)*stateSlotSize, false)
+		})
+		if err != nil {
+			return fmt.Errorf("fetcher: write %s: %w", StateFileName, fileLimitError(err))
+		}
+		l.metaSeq, l.metaSlot, l.metaUnsynced = seq, slot, true
+		return nil
+	}
 	// With other syncs under way (a failover), the slot is written and its
 	// file closed, and the filesystem's next syncfs round is waited for
 	// after the small-file slot is released: a slot held through the round
@@ -153,10 +172,22 @@ func (l *FileLog) writeMeta(m logMeta) error {
 	}
 	if err != nil {
 		// The slot written may hold anything now; the other one still holds
-		// the current record, and the next write goes to this slot again.
+		// the last durable record, and the next write goes to this slot again.
 		return fmt.Errorf("fetcher: write %s: %w", StateFileName, fileLimitError(err))
 	}
-	l.metaSeq, l.metaSlot = seq, slot
+	l.metaSeq, l.metaSlot, l.metaUnsynced = seq, slot, false
+	return nil
+}
+
+// syncMetaLocked makes a slot written without a sync durable.
+func (l *FileLog) syncMetaLocked() error {
+	if !l.metaUnsynced {
+		return nil
+	}
+	if err := withFileSlot(func() error { return writeAtSync(l.path(StateFileName), nil, 0, true) }); err != nil {
+		return fmt.Errorf("fetcher: sync %s: %w", StateFileName, fileLimitError(err))
+	}
+	l.metaUnsynced = false
 	return nil
 }
 

@@ -102,6 +102,16 @@ func (l *FileLog) recover() error {
 			return err
 		}
 	}
+	// A log with a leader epoch holds no batch above it: the fetch loop
+	// fences a batch of a higher epoch (EpochFencingError), the log's own
+	// batches are written at it, and it only rises. A bump made durable with
+	// the batches appended after it (BumpLeaderEpochUnsynced) can be lost by
+	// a crash that kept some of those batches: the leader epoch comes back to
+	// the epoch of the last batch then (and is written below), never below
+	// it. (A log without one, written by Append alone, is left as it is.)
+	if latest := l.st.epochs.LatestEpoch(); l.st.leaderEpoch >= 0 && latest > l.st.leaderEpoch {
+		l.st.leaderEpoch = latest
+	}
 	// A new, empty log writes no recovery point, and a log that never had a
 	// leader epoch nor a log start past its first segment's base no state
 	// file: their absence opens it the same way (its one segment recovered

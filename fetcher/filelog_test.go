@@ -564,3 +564,71 @@ func TestOverwriteFile(t *testing.T) {
 		require.Equal(t, content, string(got))
 	}
 }
+
+// TestFileLogUnsyncedBump: a bump written without a sync keeps the last durable
+// record in the other slot (a second such bump goes to the same slot again);
+// SyncData makes it durable with the batches appended after it; and a crash that
+// keeps those batches but loses the bump reopens the log at the epoch of its last
+// batch, never below it.
+func TestFileLogUnsyncedBump(t *testing.T) {
+	dir := t.TempDir()
+	st := filepath.Join(dir, StateFileName)
+	l := openFile(t, dir, FileLogOptions{})
+	appendN(t, l, 2)
+	e0, err := l.BumpLeaderEpoch(-1)
+	require.NoError(t, err)
+	_, err = l.BumpLeaderEpoch(-1) // the two-slot layout, both slots written
+	require.NoError(t, err)
+	e0++
+	durable, err := os.ReadFile(st)
+	require.NoError(t, err)
+	_, _, durableSlot, err := decodeStateFile(durable)
+	require.NoError(t, err)
+
+	_, err = l.BumpLeaderEpochUnsynced(-1)
+	require.NoError(t, err)
+	e2, err := l.BumpLeaderEpochUnsynced(-1)
+	require.NoError(t, err)
+	require.Equal(t, e0+2, e2)
+	data, err := os.ReadFile(st)
+	require.NoError(t, err)
+	m, _, slot, err := decodeStateFile(data)
+	require.NoError(t, err)
+	require.Equal(t, e2, m.leaderEpoch)
+	require.Equal(t, 1-durableSlot, slot)
+	_, kept, ok := decodeStateSlot(data[durableSlot*stateSlotSize : (durableSlot+1)*stateSlotSize])
+	require.True(t, ok)
+	require.Equal(t, e0, kept.leaderEpoch, "the durable record is kept while the bumps are not synced")
+
+	barrier := records.BuildControlBatch(records.ControlBatchSpec{Type: records.ControlMirrorPIDReset, Timestamp: 1})
+	_, err = l.AppendAsLeader(barrier)
+	require.NoError(t, err)
+	require.Equal(t, e2, l.LatestEpoch())
+
+	// A crash that keeps the barrier and loses the bumps' slot.
+	crash := t.TempDir()
+	for name, b := range dirContents(t, dir) {
+		require.NoError(t, os.WriteFile(filepath.Join(crash, name), b, 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(crash, StateFileName), durable, 0o644))
+	for range 2 { // and the epoch raised at the first open is written
+		c := openFile(t, crash, FileLogOptions{})
+		require.Equal(t, e2, c.LeaderEpoch(), "below the epoch of the log's last batch")
+		require.NoError(t, c.Close())
+	}
+
+	require.NoError(t, l.SyncData())
+	require.False(t, l.metaUnsynced)
+	e3, err := l.BumpLeaderEpoch(-1)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	data, err = os.ReadFile(st)
+	require.NoError(t, err)
+	m, _, slot, err = decodeStateFile(data)
+	require.NoError(t, err)
+	require.Equal(t, e3, m.leaderEpoch)
+	require.Equal(t, durableSlot, slot, "once synced, the next write goes to the other slot")
+	_, prev, ok := decodeStateSlot(data[(1-durableSlot)*stateSlotSize : (2-durableSlot)*stateSlotSize])
+	require.True(t, ok)
+	require.Equal(t, e2, prev.leaderEpoch)
+}

@@ -133,17 +133,18 @@ func startSync(g *syncGroup) (group bool, end func()) {
 // syncCached is h.Sync, or, when other syncs are under way, the next round
 // of g waited for with h unpinned: a failover's thousands of waiters then
 // hold no descriptor through the round (they would each keep their segment
-// open, past the FileCache's bound).
-func syncCached(h *cachedFile, g *syncGroup) error {
+// open, past the FileCache's bound). grouped reports a round, which made
+// everything written on the filesystem before the call durable.
+func syncCached(h *cachedFile, g *syncGroup) (grouped bool, err error) {
 	group, end := startSync(g)
 	defer end()
 	if group {
 		if joined, err := g.sync(); joined {
 			if err != nil {
-				return err
+				return false, err
 			}
-			return h.synced()
+			return true, h.synced()
 		}
 	}
-	return h.Sync()
+	return false, h.Sync()
 }

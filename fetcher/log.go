@@ -140,6 +140,17 @@ type DataSyncer interface {
 	SyncData() error
 }
 
+// UnsyncedBumper is implemented by a Log (FileLog) whose leader-epoch bump can be made
+// durable by the next SyncAppended, together with the batches appended after it, in
+// one sync. A crash before that sync may lose the bump and keep those batches; the
+// Log then comes back with its leader epoch at the epoch of its last batch. A STOPPING
+// uses it: its bump is followed by the barrier, appended at the new epoch and synced.
+type UnsyncedBumper interface {
+	BumpLeaderEpochUnsynced(min int32) (int32, error)
+}
+
+var _ UnsyncedBumper = (*FileLog)(nil)
+
 // SyncAppended makes what was appended to l durable: SyncData when l is a
 // DataSyncer, else Flush.
 func SyncAppended(l Log) error {

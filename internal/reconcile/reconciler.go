@@ -97,6 +97,7 @@ type Partition struct {
 	lme           int32              // stored LastMirrorEpoch, as last read or written
 	lmo           int64              // stored LastMirrorOffset
 	stopProg      stopProgress       // of the STOPPING whose actions run (see readStopProgress)
+	acting        statemachine.State // the state whose entry actions run (act)
 	failCause     error              // typed cause of the last FAILED write (nil after a restart)
 }
 
@@ -566,6 +567,7 @@ func (r *Partition) publish(s statemachine.State, reason string) {
 // A resumed STOPPING skips the steps its earlier run finished (readStopProgress).
 func (r *Partition) act(to statemachine.State, acts []statemachine.Action, resume bool) statemachine.Event {
 	r.stopProg = stopProgress{}
+	r.acting = to
 	if to == statemachine.Stopping && resume {
 		p, err := r.readStopProgress()
 		if err != nil {
@@ -655,7 +657,13 @@ func (r *Partition) do(a statemachine.Action) error {
 			return nil
 		}
 		before := r.log.LeaderEpoch()
-		e, err := r.log.BumpLeaderEpoch(a.Min)
+		bump := r.log.BumpLeaderEpoch
+		if ub, ok := r.log.(fetcher.UnsyncedBumper); ok && r.acting == statemachine.Stopping {
+			// Made durable by the barrier's sync (appendPIDReset), with the
+			// barrier: one syncfs round per partition in a failover, not two.
+			bump = ub.BumpLeaderEpochUnsynced
+		}
+		e, err := bump(a.Min)
 		if err != nil {
 			return fmt.Errorf("bump leader epoch: %w", err)
 		}
