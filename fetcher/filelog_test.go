@@ -469,6 +469,17 @@ func TestFileLogRecoveryPointInterval(t *testing.T) {
 // not hold the current record, a write torn in that slot leaves the state
 // before it, a file of the older single-record layout is read and replaced,
 // and a file with no valid slot is refused.
+// stateOf reads and decodes the state file at path: its bytes, the current record and
+// its slot.
+func stateOf(t testing.TB, path string) ([]byte, logMeta, int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	m, _, slot, err := decodeStateFile(data)
+	require.NoError(t, err)
+	return data, m, slot
+}
+
 func TestFileLogStateSlots(t *testing.T) {
 	dir := t.TempDir()
 	st := filepath.Join(dir, StateFileName)
@@ -504,10 +515,7 @@ func TestFileLogStateSlots(t *testing.T) {
 	_, err = l.BumpLeaderEpoch(-1)
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
-	data, err = os.ReadFile(st)
-	require.NoError(t, err)
-	m, _, slot, err = decodeStateFile(data)
-	require.NoError(t, err)
+	data, m, slot = stateOf(t, st)
 	require.Equal(t, int32(6), m.leaderEpoch)
 	require.Equal(t, 0, slot)
 
@@ -580,20 +588,14 @@ func TestFileLogUnsyncedBump(t *testing.T) {
 	_, err = l.BumpLeaderEpoch(-1) // the two-slot layout, both slots written
 	require.NoError(t, err)
 	e0++
-	durable, err := os.ReadFile(st)
-	require.NoError(t, err)
-	_, _, durableSlot, err := decodeStateFile(durable)
-	require.NoError(t, err)
+	durable, _, durableSlot := stateOf(t, st)
 
 	_, err = l.BumpLeaderEpochUnsynced(-1)
 	require.NoError(t, err)
 	e2, err := l.BumpLeaderEpochUnsynced(-1)
 	require.NoError(t, err)
 	require.Equal(t, e0+2, e2)
-	data, err := os.ReadFile(st)
-	require.NoError(t, err)
-	m, _, slot, err := decodeStateFile(data)
-	require.NoError(t, err)
+	data, m, slot := stateOf(t, st)
 	require.Equal(t, e2, m.leaderEpoch)
 	require.Equal(t, 1-durableSlot, slot)
 	_, kept, ok := decodeStateSlot(data[durableSlot*stateSlotSize : (durableSlot+1)*stateSlotSize])
@@ -622,10 +624,7 @@ func TestFileLogUnsyncedBump(t *testing.T) {
 	e3, err := l.BumpLeaderEpoch(-1)
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
-	data, err = os.ReadFile(st)
-	require.NoError(t, err)
-	m, _, slot, err = decodeStateFile(data)
-	require.NoError(t, err)
+	data, m, slot = stateOf(t, st)
 	require.Equal(t, e3, m.leaderEpoch)
 	require.Equal(t, durableSlot, slot, "once synced, the next write goes to the other slot")
 	_, prev, ok := decodeStateSlot(data[(1-durableSlot)*stateSlotSize : (2-durableSlot)*stateSlotSize])
