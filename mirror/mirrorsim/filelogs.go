@@ -26,8 +26,10 @@ import (
 //     promised durable: appended data up to the last Flush (up to the last append with
 //     fetcher.FsyncEveryAppend), the whole of a rolled segment (FileLog fsyncs it when it rolls), and
 //     everything after a Truncate or TruncateFullyAndStartAt (FileLog fsyncs the cut
-//     segment). The metadata files are kept as they are: FileLog writes them atomically
-//     and fsyncs them;
+//     segment). The metadata files are kept as they are (FileLog writes them atomically
+//     and fsyncs them), except the state file after a BumpLeaderEpochUnsynced not synced
+//     since (by SyncData, Flush or BumpLeaderEpoch): it gets back its content from before
+//     that bump;
 //   - a process crash (the second, fourth, ... reopen): every byte written survives, as
 //     the page cache keeps it; only the FileLog's in-memory state is rebuilt from the
 //     files.
@@ -40,7 +42,8 @@ import (
 // drops the whole tail or nothing), unflushed data that a real disk happens to keep,
 // lost directory entries, and I/O errors.
 func FileLogFactory(root string, opts fetcher.FileLogOptions) LogFactory {
-	f := &fileLogs{root: root, opts: opts, reopens: map[string]int{}, sizes: map[string]map[string]int64{}}
+	f := &fileLogs{root: root, opts: opts, reopens: map[string]int{}, sizes: map[string]map[string]int64{},
+		states: map[string][]byte{}}
 	return f.open
 }
 
@@ -51,6 +54,7 @@ type fileLogs struct {
 	mu      sync.Mutex
 	reopens map[string]int              // directory -> reopens so far
 	sizes   map[string]map[string]int64 // directory -> segment file -> durable size
+	states  map[string][]byte           // directory -> durable state file, while a bump is not synced
 }
 
 func (f *fileLogs) open(spec LogSpec) (fetcher.Log, error) {
@@ -110,6 +114,15 @@ func (l *durableFileLog) cutToDurable(spec LogSpec) error {
 	names, err := segmentFiles(l.dir)
 	if err != nil {
 		return err
+	}
+	l.f.mu.Lock()
+	state, unsynced := l.f.states[l.dir]
+	delete(l.f.states, l.dir)
+	l.f.mu.Unlock()
+	if unsynced {
+		if err := os.WriteFile(filepath.Join(l.dir, fetcher.StateFileName), state, 0o644); err != nil {
+			return fmt.Errorf("mirrorsim: power loss: %w", err)
+		}
 	}
 	for _, name := range names {
 		fi, err := os.Stat(filepath.Join(l.dir, name))
@@ -199,17 +212,49 @@ func (l *durableFileLog) TruncateFullyAndStartAt(off int64) error {
 // BumpLeaderEpoch implements fetcher.Log.
 func (l *durableFileLog) BumpLeaderEpoch(min int32) (int32, error) {
 	e, err := l.FileLog.BumpLeaderEpoch(min)
+	return e, l.stateSynced(l.after(err, false))
+}
+
+// BumpLeaderEpochUnsynced implements fetcher.UnsyncedBumper: a power loss before the
+// next sync gives the state file back its content from before the first such bump.
+func (l *durableFileLog) BumpLeaderEpochUnsynced(min int32) (int32, error) {
+	l.f.mu.Lock()
+	_, pending := l.f.states[l.dir]
+	l.f.mu.Unlock()
+	if !pending {
+		state, err := os.ReadFile(filepath.Join(l.dir, fetcher.StateFileName))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("mirrorsim: read the state file: %w", err)
+		}
+		if err == nil { // without a file the first write is atomic and synced
+			l.f.mu.Lock()
+			l.f.states[l.dir] = state
+			l.f.mu.Unlock()
+		}
+	}
+	e, err := l.FileLog.BumpLeaderEpochUnsynced(min)
 	return e, l.after(err, false)
+}
+
+// stateSynced records, after an operation that made the state file durable (err
+// nil), that a power loss keeps it as it is.
+func (l *durableFileLog) stateSynced(err error) error {
+	if err == nil {
+		l.f.mu.Lock()
+		delete(l.f.states, l.dir)
+		l.f.mu.Unlock()
+	}
+	return err
 }
 
 // Flush implements fetcher.Log.
 func (l *durableFileLog) Flush() error {
-	return l.after(l.FileLog.Flush(), l.policy != fetcher.FsyncNever)
+	return l.stateSynced(l.after(l.FileLog.Flush(), l.policy != fetcher.FsyncNever))
 }
 
 // SyncData implements fetcher.DataSyncer.
 func (l *durableFileLog) SyncData() error {
-	return l.after(l.FileLog.SyncData(), l.policy != fetcher.FsyncNever)
+	return l.stateSynced(l.after(l.FileLog.SyncData(), l.policy != fetcher.FsyncNever))
 }
 
 // Close closes the log as a crash leaves it: the files other than segments and indexes
@@ -269,6 +314,7 @@ func (l *durableFileLog) Discard() error {
 	l.f.mu.Lock()
 	delete(l.f.sizes, l.dir)
 	delete(l.f.reopens, l.dir)
+	delete(l.f.states, l.dir)
 	l.f.mu.Unlock()
 	return errors.Join(err, os.RemoveAll(l.dir))
 }

@@ -111,6 +111,19 @@ func (w *watchedLog) BumpLeaderEpoch(min int32) (int32, error) {
 	return w.l.BumpLeaderEpoch(min)
 }
 
+// BumpLeaderEpochUnsynced implements fetcher.UnsyncedBumper when the log it watches
+// does (a FileLog: the power loss of FileLogFactory then drops a bump not synced
+// since); otherwise it is BumpLeaderEpoch.
+func (w *watchedLog) BumpLeaderEpochUnsynced(min int32) (int32, error) {
+	defer w.n.notify()
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if ub, ok := w.l.(fetcher.UnsyncedBumper); ok {
+		return ub.BumpLeaderEpochUnsynced(min)
+	}
+	return w.l.BumpLeaderEpoch(min)
+}
+
 func (w *watchedLog) LogStartOffset() int64 {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
