@@ -94,9 +94,12 @@
 //
 // Syncs at scale: a failover syncs every partition at once (a leader-epoch
 // bump and a MIRROR_PID_RESET barrier each). The bump overwrites a slot of
-// the state file in place (no file created or renamed), the barrier is made
-// durable with SyncData (SyncAppended), which leaves the recovery point for
-// the next periodic Flush or Close, and a sync that finds more than 64
+// the state file in place (no file created or renamed) and is not synced by
+// itself (UnsyncedBumper): the barrier's SyncData (SyncAppended) makes both
+// durable in one sync, leaves the recovery point for the next periodic Flush
+// or Close, and a crash that keeps the barrier and loses the bump reopens the
+// log at the barrier's epoch (the open never leaves a log's leader epoch below
+// the epoch of its last batch). A sync that finds more than 64
 // others under way in the process joins the next syncfs(2) round of its
 // filesystem (Linux 5.8 and later) instead of a device flush of its own. A
 // failed round fails its callers and those waiting for the next one, and
